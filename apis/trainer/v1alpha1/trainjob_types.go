@@ -1,0 +1,550 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TrainJob runs one distributed training job: a runtime template (referenced by
+// spec.runtimeRef) completed with the job's own image, command, node count and
+// resources.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=trainer
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.phase`,description="Current state of the TrainJob"
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", message="metadata.name must be a lowercase RFC 1035 label: start with a letter, contain only letters, digits and '-', end with a letter or digit"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63", message="metadata.name must be no more than 63 characters"
+type TrainJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the user asks for.
+	// +optional
+	Spec TrainJobSpec `json:"spec,omitzero"`
+
+	// status is what Trainyard observed.
+	// +optional
+	Status TrainJobStatus `json:"status,omitzero"`
+}
+
+// TrainJobList is a list of TrainJobs.
+//
+// +kubebuilder:object:root=true
+type TrainJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainJob `json:"items"`
+}
+
+// TrainJobSpec is the desired state of a TrainJob.
+type TrainJobSpec struct {
+	// runtimeRef names the TrainingRuntime or ClusterTrainingRuntime to start from.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	RuntimeRef RuntimeRef `json:"runtimeRef,omitzero"`
+
+	// initializer configures the dataset and model initializer jobs of the runtime.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	Initializer *Initializer `json:"initializer,omitempty"`
+
+	// trainer configures the runtime's trainer job (its "node" container).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	Trainer *Trainer `json:"trainer,omitempty"`
+
+	// labels are added to the JobSet (Kubeflow Trainer v2.1 shape; Trainyard turns
+	// them into a runtime patch).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the JobSet (Kubeflow Trainer v2.1 shape; Trainyard
+	// turns them into a runtime patch).
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// podTemplateOverrides change pod templates of the runtime's replicated jobs
+	// (Kubeflow Trainer v2.1 shape; Trainyard turns each into a runtime patch).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	PodTemplateOverrides []PodTemplateOverride `json:"podTemplateOverrides,omitempty"`
+
+	// runtimePatches change the runtime template for this job, one entry per
+	// manager (the user, the SDK, Kueue...) (Kubeflow Trainer v2.3 shape).
+	// +optional
+	// +listType=map
+	// +listMapKey=manager
+	// +kubebuilder:validation:MaxItems=16
+	RuntimePatches []RuntimePatch `json:"runtimePatches,omitempty"`
+
+	// suspend stops the job's pods while true; the job resumes when it turns false.
+	// Queueing systems such as Kueue create TrainJobs suspended and unsuspend them on admission.
+	// +optional
+	// +kubebuilder:default=false
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// activeDeadlineSeconds bounds how long the job may run, counted from its
+	// creation or its last resume; past it the job fails with reason DeadlineExceeded.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// managedBy names the controller that reconciles this TrainJob. Trainyard
+	// reconciles "trainer.kubeflow.org/trainjob-controller" (the default) and leaves
+	// "kueue.x-k8s.io/multikueue" to MultiKueue.
+	// +optional
+	// +kubebuilder:default="trainer.kubeflow.org/trainjob-controller"
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']", message="managedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	ManagedBy *string `json:"managedBy,omitempty"`
+}
+
+// RuntimeRef references a TrainingRuntime (same namespace) or a ClusterTrainingRuntime.
+type RuntimeRef struct {
+	// name of the runtime.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// apiGroup of the runtime; defaults to trainer.kubeflow.org.
+	// +optional
+	// +kubebuilder:default="trainer.kubeflow.org"
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup *string `json:"apiGroup,omitempty"`
+
+	// kind of the runtime: ClusterTrainingRuntime (default) or TrainingRuntime.
+	// +optional
+	// +kubebuilder:default="ClusterTrainingRuntime"
+	// +kubebuilder:validation:MaxLength=253
+	Kind *string `json:"kind,omitempty"`
+}
+
+// Initializer configures the runtime's initializer jobs.
+type Initializer struct {
+	// dataset configures the dataset-initializer job.
+	// +optional
+	Dataset *DatasetInitializer `json:"dataset,omitempty"`
+	// model configures the model-initializer job.
+	// +optional
+	Model *ModelInitializer `json:"model,omitempty"`
+}
+
+// DatasetInitializer says where a dataset comes from.
+type DatasetInitializer struct {
+	// storageUri is the dataset's location, e.g. hf://org/name or s3://bucket/path.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", message="storageUri must be empty or a URI of the form scheme://..."
+	StorageUri *string `json:"storageUri,omitempty"`
+	// env is added to the dataset-initializer container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// secretRef names a Secret whose keys become environment variables of the initializer.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// ModelInitializer says where a model comes from.
+type ModelInitializer struct {
+	// storageUri is the model's location, e.g. hf://org/name or s3://bucket/path.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", message="storageUri must be empty or a URI of the form scheme://..."
+	StorageUri *string `json:"storageUri,omitempty"`
+	// env is added to the model-initializer container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// secretRef names a Secret whose keys become environment variables of the initializer.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// Trainer configures the runtime's trainer job.
+type Trainer struct {
+	// image replaces the image of the "node" container.
+	// +optional
+	// +kubebuilder:validation:MaxLength=500
+	Image *string `json:"image,omitempty"`
+
+	// command replaces the command of the "node" container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	Command []string `json:"command,omitempty"`
+
+	// args replaces the args of the "node" container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	Args []string `json:"args,omitempty"`
+
+	// env is merged into the "node" container's environment (same name: this wins).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// numNodes is the number of training nodes (pods); it overrides the runtime's mlPolicy.numNodes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	NumNodes *int32 `json:"numNodes,omitempty"`
+
+	// resourcesPerNode is merged into the "node" container's resources.
+	// +optional
+	ResourcesPerNode *corev1.ResourceRequirements `json:"resourcesPerNode,omitempty"`
+
+	// numProcPerNode is the number of processes per node: a positive integer, or
+	// "auto" (one per GPU, else one per CPU of the node's resources), "cpu" or "gpu".
+	// An integer is the Kubeflow Trainer v2.3 form; the strings are the v2.1 form.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self in ['auto', 'cpu', 'gpu']", message="numProcPerNode must be an integer >= 1 or one of auto, cpu, gpu"
+	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
+}
+
+// PodTemplateOverride is the Kubeflow Trainer v2.1 way to change pod templates of
+// some replicated jobs. Trainyard turns each one into a RuntimePatch.
+type PodTemplateOverride struct {
+	// targetJobs are the replicated jobs to change.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	TargetJobs []PodTemplateOverrideTargetJob `json:"targetJobs,omitempty"`
+	// metadata labels and annotations are added to the pods.
+	// +optional
+	Metadata *metav1.ObjectMeta `json:"metadata,omitempty"`
+	// spec changes the pod spec.
+	// +optional
+	Spec *PodTemplateSpecOverride `json:"spec,omitempty"`
+}
+
+// PodTemplateOverrideTargetJob names a replicated job.
+type PodTemplateOverrideTargetJob struct {
+	// name of the replicated job.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name,omitempty"`
+}
+
+// PodTemplateSpecOverride is the v2.1 pod spec override.
+type PodTemplateSpecOverride struct {
+	// +optional
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	InitContainers []ContainerOverride `json:"initContainers,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Containers []ContainerOverride `json:"containers,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// ContainerOverride is the v2.1 per-container override.
+type ContainerOverride struct {
+	// name of an existing container in the runtime's pod template.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+}
+
+// RuntimePatch is one manager's change to the runtime template, for this job only
+// (Kubeflow Trainer v2.3 shape).
+type RuntimePatch struct {
+	// manager identifies who owns this patch, e.g. kueue.x-k8s.io/manager.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	Manager string `json:"manager,omitempty"`
+	// time the patch was last changed (informational).
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// trainingRuntimeSpec is the patch.
+	// +optional
+	TrainingRuntimeSpec *TrainingRuntimeSpecPatch `json:"trainingRuntimeSpec,omitempty"`
+}
+
+// TrainingRuntimeSpecPatch patches a TrainingRuntimeSpec.
+type TrainingRuntimeSpecPatch struct {
+	// +optional
+	Template *JobSetTemplatePatch `json:"template,omitempty"`
+}
+
+// JobSetTemplatePatch patches the JobSet template.
+type JobSetTemplatePatch struct {
+	// metadata labels and annotations are added to the JobSet.
+	// +optional
+	Metadata *metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec *JobSetSpecPatch `json:"spec,omitempty"`
+}
+
+// JobSetSpecPatch patches replicated jobs by name.
+type JobSetSpecPatch struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	ReplicatedJobs []ReplicatedJobPatch `json:"replicatedJobs,omitempty"`
+}
+
+// ReplicatedJobPatch patches one replicated job.
+type ReplicatedJobPatch struct {
+	// name of an existing replicated job of the runtime.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// +optional
+	Template *JobTemplatePatch `json:"template,omitempty"`
+}
+
+// JobTemplatePatch patches a Job template.
+type JobTemplatePatch struct {
+	// metadata labels and annotations are added to the Job.
+	// +optional
+	Metadata *metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec *JobSpecPatch `json:"spec,omitempty"`
+}
+
+// JobSpecPatch patches a Job spec.
+type JobSpecPatch struct {
+	// +optional
+	Template *PodTemplatePatch `json:"template,omitempty"`
+}
+
+// PodTemplatePatch patches a pod template.
+type PodTemplatePatch struct {
+	// metadata labels and annotations are added to the pods.
+	// +optional
+	Metadata *metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec *PodSpecPatch `json:"spec,omitempty"`
+}
+
+// PodSpecPatch patches a pod spec. Scheduling fields (nodeSelector, affinity,
+// tolerations, schedulingGates) stay mutable so that queueing systems can set them
+// on admission; the others are fixed once set.
+type PodSpecPatch struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	InitContainers []ContainerPatch `json:"initContainers,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	Containers []ContainerPatch `json:"containers,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// ContainerPatch patches one existing container.
+type ContainerPatch struct {
+	// name of an existing container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+}
+
+// TrainJobPhase is a one-word summary of a TrainJob's state, for people and
+// printer columns. Programs should read the conditions.
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Complete;Failed
+type TrainJobPhase string
+
+const (
+	// TrainJobPending: not all training nodes are running yet (waiting for the JobSet, quota or pods).
+	TrainJobPending TrainJobPhase = "Pending"
+	// TrainJobRunning: every training node is running.
+	TrainJobRunning TrainJobPhase = "Running"
+	// TrainJobSuspendedPhase: spec.suspend is true and the pods are gone or going.
+	TrainJobSuspendedPhase TrainJobPhase = "Suspended"
+	// TrainJobCompletePhase: the job finished successfully.
+	TrainJobCompletePhase TrainJobPhase = "Complete"
+	// TrainJobFailedPhase: the job finished unsuccessfully.
+	TrainJobFailedPhase TrainJobPhase = "Failed"
+)
+
+// TrainJobStatus is the observed state of a TrainJob.
+type TrainJobStatus struct {
+	// conditions: Suspended, Complete and Failed (public), and Created (Trainyard).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// jobsStatus counts the jobs of each replicated job, copied from the JobSet.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	JobsStatus []JobStatus `json:"jobsStatus,omitempty"`
+
+	// trainerStatus is progress reported by the training code (Kubeflow Trainer v2.3
+	// shape; accepted and kept, Trainyard does not write it).
+	// +optional
+	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
+
+	// phase summarises the conditions in one word (Trainyard, additive).
+	// +optional
+	Phase TrainJobPhase `json:"phase,omitempty"`
+}
+
+// JobStatus counts the jobs of one replicated job.
+type JobStatus struct {
+	// name of the replicated job.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// ready jobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Ready *int32 `json:"ready,omitempty"`
+	// succeeded jobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Succeeded *int32 `json:"succeeded,omitempty"`
+	// failed jobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Failed *int32 `json:"failed,omitempty"`
+	// active jobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Active *int32 `json:"active,omitempty"`
+	// suspended jobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Suspended *int32 `json:"suspended,omitempty"`
+}
+
+// TrainerStatus is training progress reported by the training code.
+// +kubebuilder:validation:XValidation:rule="has(self.lastUpdatedTime)", message="lastUpdatedTime is required when trainerStatus is present"
+type TrainerStatus struct {
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EstimatedRemainingSeconds *int32 `json:"estimatedRemainingSeconds,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Metrics []Metric `json:"metrics,omitempty"`
+	// +optional
+	LastUpdatedTime metav1.Time `json:"lastUpdatedTime,omitzero"`
+}
+
+// Metric is one named training metric.
+type Metric struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name,omitempty"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Value string `json:"value,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TrainJob{}, &TrainJobList{})
+}

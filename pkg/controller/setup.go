@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// Options tune the controller.
+type Options struct {
+	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
+	MaxConcurrentReconciles int
+}
+
+// SetupWithManager registers the TrainJob controller: it watches TrainJobs, the
+// JobSets they own, and runtimes (so that a TrainJob waiting for its runtime
+// starts as soon as the runtime exists).
+func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) error {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &trainer.TrainJob{}, runtimeRefIndex, func(o client.Object) []string {
+		return runtimeRefKey(o.(*trainer.TrainJob))
+	}); err != nil {
+		return err
+	}
+	r := &TrainJobReconciler{
+		Client:    mgr.GetClient(),
+		Framework: fw,
+		Recorder:  mgr.GetEventRecorder("trainyard-trainjob-controller"),
+		Clock:     clock.RealClock{},
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("trainjob").
+		For(&trainer.TrainJob{}).
+		Owns(&jobsetv1alpha2.JobSet{}).
+		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
+		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
+		Complete(r)
+}
+
+// runtimeToTrainJobs maps a runtime event to the TrainJobs that refer to it and
+// have no JobSet yet. Jobs that already run keep their snapshot, so edits of
+// the runtime need not wake them.
+func (r *TrainJobReconciler) runtimeToTrainJobs(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list trainer.TrainJobList
+		opts := []client.ListOption{client.MatchingFields{runtimeRefIndex: kind + "/" + o.GetName()}}
+		if kind == trainer.TrainingRuntimeKind {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		if err := r.List(ctx, &list, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs of runtime", "kind", kind, "name", o.GetName())
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range list.Items {
+			job := &list.Items[i]
+			if c := findCondition(job, trainer.TrainJobCreated); c == nil || c.Status != "True" {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+			}
+		}
+		return reqs
+	}
+}

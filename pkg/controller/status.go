@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
+)
+
+// finished reports whether a terminal condition is set. A finished TrainJob is
+// never given a new JobSet.
+func finished(status *trainer.TrainJobStatus) bool {
+	return meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobComplete) ||
+		meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobFailed)
+}
+
+// setCondition sets a condition and reports whether anything but the
+// observedGeneration changed.
+func setCondition(status *trainer.TrainJobStatus, gen int64, t string, s metav1.ConditionStatus, reason, msg string) bool {
+	old := meta.FindStatusCondition(status.Conditions, t)
+	changed := old == nil || old.Status != s || old.Reason != reason || old.Message != msg
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: reason, Message: truncate(msg), ObservedGeneration: gen,
+	})
+	return changed
+}
+
+// setSuspended keeps the Suspended condition in line with spec.suspend: True
+// while suspended, False (Resumed) once a suspended job resumes, absent for a
+// job that was never suspended.
+func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus) (changed bool, now bool) {
+	if trruntime.Suspended(job) {
+		return setCondition(status, job.Generation, trainer.TrainJobSuspended, metav1.ConditionTrue,
+			trainer.TrainJobSuspendedReason, "TrainJob is suspended"), true
+	}
+	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
+		return setCondition(status, job.Generation, trainer.TrainJobSuspended, metav1.ConditionFalse,
+			trainer.TrainJobResumedReason, "TrainJob is resumed"), false
+	}
+	return false, false
+}
+
+// phaseOf summarises the status in one word: a terminal condition wins, then
+// suspension, then Running when every training node runs, else Pending.
+func phaseOf(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) trainer.TrainJobPhase {
+	switch {
+	case meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobFailed):
+		return trainer.TrainJobFailedPhase
+	case meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobComplete):
+		return trainer.TrainJobCompletePhase
+	case trruntime.Suspended(job):
+		return trainer.TrainJobSuspendedPhase
+	case js != nil && !ptr.Deref(js.Spec.Suspend, false) && allReady(js):
+		return trainer.TrainJobRunning
+	}
+	return trainer.TrainJobPending
+}
+
+// allReady: every replicated job that runs TrainJob nodes reports all its Jobs
+// ready (JobSet counts a Job ready when all its pods are ready or done).
+func allReady(js *jobsetv1alpha2.JobSet) bool {
+	trainerJob := trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if trainerJob != "" && rj.Name != trainerJob {
+			continue
+		}
+		found := false
+		for _, s := range js.Status.ReplicatedJobsStatus {
+			if s.Name == rj.Name {
+				found = true
+				if s.Ready+s.Succeeded < rj.Replicas {
+					return false
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// deadline returns when an unsuspended job with activeDeadlineSeconds must be
+// done: its deadline counts from creation, or from its last resume.
+func deadline(job *trainer.TrainJob, status *trainer.TrainJobStatus) (time.Time, bool) {
+	if job.Spec.ActiveDeadlineSeconds == nil || trruntime.Suspended(job) {
+		return time.Time{}, false
+	}
+	start := job.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobSuspended); c != nil &&
+		c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start) {
+		start = c.LastTransitionTime.Time
+	}
+	return start.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second), true
+}
+
+// truncate keeps condition messages within the API's 32 KiB limit.
+func truncate(s string) string {
+	const max = 4096
+	if len(s) <= max {
+		return s
+	}
+	return s[:max-3] + "..."
+}
+
+func findCondition(job *trainer.TrainJob, t string) *metav1.Condition {
+	return meta.FindStatusCondition(job.Status.Conditions, t)
+}

@@ -1,0 +1,215 @@
+package runtime
+
+import (
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+)
+
+// Info is the working state of one pipeline run: a private copy of the runtime's
+// JobSet template with the TrainJob's overrides applied, plus the values plugins
+// decide (the trainer node count). Plugins change the Info, never the TrainJob.
+type Info struct {
+	// Runtime is the resolved runtime; read-only.
+	Runtime *Runtime
+
+	// Labels and Annotations become the JobSet's metadata.
+	Labels      map[string]string
+	Annotations map[string]string
+
+	// Spec is the JobSet spec under construction.
+	Spec jobsetv1alpha2.JobSetSpec
+
+	// TrainerJob is the name of the replicated job labelled as the trainer
+	// ancestor ("" when the runtime has none).
+	TrainerJob string
+
+	// NumNodes is the number of training nodes (pods of the trainer job).
+	NumNodes int32
+}
+
+// MLPolicy returns the runtime's ML policy (nil when it has none).
+func (i *Info) MLPolicy() *trainer.MLPolicy { return i.Runtime.Spec.MLPolicy }
+
+// ReplicatedJob returns the replicated job with this name, or nil.
+func (i *Info) ReplicatedJob(name string) *jobsetv1alpha2.ReplicatedJob {
+	for k := range i.Spec.ReplicatedJobs {
+		if i.Spec.ReplicatedJobs[k].Name == name {
+			return &i.Spec.ReplicatedJobs[k]
+		}
+	}
+	return nil
+}
+
+// PodSpec returns the pod spec of a replicated job, or nil.
+func (i *Info) PodSpec(rjob string) *corev1.PodSpec {
+	if rj := i.ReplicatedJob(rjob); rj != nil {
+		return &rj.Template.Spec.Template.Spec
+	}
+	return nil
+}
+
+// Container returns a container (not an init container) of a replicated job, or nil.
+func (i *Info) Container(rjob, name string) *corev1.Container {
+	ps := i.PodSpec(rjob)
+	if ps == nil {
+		return nil
+	}
+	for k := range ps.Containers {
+		if ps.Containers[k].Name == name {
+			return &ps.Containers[k]
+		}
+	}
+	return nil
+}
+
+// TrainerContainer returns the "node" container of the trainer job, or nil.
+func (i *Info) TrainerContainer() *corev1.Container {
+	if i.TrainerJob == "" {
+		return nil
+	}
+	return i.Container(i.TrainerJob, trainer.NodeContainer)
+}
+
+// AncestorJob returns the name of the replicated job labelled with this ancestor step.
+func AncestorJob(spec *jobsetv1alpha2.JobSetSpec, ancestor string) string {
+	for _, rj := range spec.ReplicatedJobs {
+		if rj.Template.Labels[trainer.AncestorLabel] == ancestor {
+			return rj.Name
+		}
+	}
+	return ""
+}
+
+// NewInfo builds the working copy for a TrainJob from a runtime: the template is
+// deep-copied, the TrainJob's overrides (v2.1 labels/annotations and
+// podTemplateOverrides, v2.3 runtimePatches, normalised into one list) are applied,
+// then the trainer and initializer fields. Errors carry the TrainJob field path
+// that caused them.
+func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
+	tmpl := rt.Spec.Template.DeepCopy()
+	info := &Info{
+		Runtime:     rt,
+		Labels:      maps.Clone(tmpl.Labels),
+		Annotations: maps.Clone(tmpl.Annotations),
+		Spec:        tmpl.Spec,
+	}
+	for _, p := range NormalizePatches(job) {
+		if err := info.ApplyPatch(p); err != nil {
+			return nil, err
+		}
+	}
+	info.TrainerJob = AncestorJob(&info.Spec, trainer.AncestorTrainer)
+
+	info.NumNodes = 1
+	if mp := rt.Spec.MLPolicy; mp != nil && mp.NumNodes != nil {
+		info.NumNodes = *mp.NumNodes
+	}
+	if t := job.Spec.Trainer; t != nil {
+		if t.NumNodes != nil {
+			info.NumNodes = *t.NumNodes
+		}
+		if err := info.applyTrainer(t); err != nil {
+			return nil, err
+		}
+	}
+	if ini := job.Spec.Initializer; ini != nil {
+		if d := ini.Dataset; d != nil {
+			if err := info.applyInitializer(trainer.AncestorDatasetInitializer, trainer.DatasetInitializerContainer,
+				field.NewPath("spec", "initializer", "dataset"), d.StorageUri, d.Env, d.SecretRef); err != nil {
+				return nil, err
+			}
+		}
+		if m := ini.Model; m != nil {
+			if err := info.applyInitializer(trainer.AncestorModelInitializer, trainer.ModelInitializerContainer,
+				field.NewPath("spec", "initializer", "model"), m.StorageUri, m.Env, m.SecretRef); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return info, nil
+}
+
+// applyTrainer puts spec.trainer's image, command, args and env on the trainer's
+// node container. Resources and node counts are left to the plugins.
+func (i *Info) applyTrainer(t *trainer.Trainer) error {
+	if t.Image == nil && t.Command == nil && t.Args == nil && len(t.Env) == 0 {
+		return nil
+	}
+	c := i.TrainerContainer()
+	if c == nil {
+		return field.Invalid(field.NewPath("spec", "trainer"), "",
+			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s with a %q container",
+				i.Runtime.Kind, i.Runtime.Name, trainer.AncestorLabel, trainer.AncestorTrainer, trainer.NodeContainer))
+	}
+	if t.Image != nil {
+		c.Image = *t.Image
+	}
+	if t.Command != nil {
+		c.Command = append([]string(nil), t.Command...)
+	}
+	if t.Args != nil {
+		c.Args = append([]string(nil), t.Args...)
+	}
+	c.Env = UpsertEnv(c.Env, t.Env...)
+	return nil
+}
+
+// StorageURIEnv is the variable through which initializers learn what to fetch.
+const StorageURIEnv = "STORAGE_URI"
+
+func (i *Info) applyInitializer(ancestor, container string, path *field.Path, uri *string, env []corev1.EnvVar, secret *corev1.LocalObjectReference) error {
+	rjob := AncestorJob(&i.Spec, ancestor)
+	c := i.Container(rjob, container)
+	if rjob == "" || c == nil {
+		return field.Invalid(path, "", fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s with a %q container",
+			i.Runtime.Kind, i.Runtime.Name, trainer.AncestorLabel, ancestor, container))
+	}
+	if uri != nil && *uri != "" {
+		c.Env = UpsertEnv(c.Env, corev1.EnvVar{Name: StorageURIEnv, Value: *uri})
+	}
+	c.Env = UpsertEnv(c.Env, env...)
+	if secret != nil && secret.Name != "" {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *secret}})
+	}
+	return nil
+}
+
+// UpsertEnv returns env with each of vars set: an existing variable of the same
+// name is replaced in place, a new one is appended. The input slice is not modified.
+func UpsertEnv(env []corev1.EnvVar, vars ...corev1.EnvVar) []corev1.EnvVar {
+	out := append([]corev1.EnvVar(nil), env...)
+	for _, v := range vars {
+		found := false
+		for k := range out {
+			if out[k].Name == v.Name {
+				out[k] = *v.DeepCopy()
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, *v.DeepCopy())
+		}
+	}
+	return out
+}
+
+// UpsertPort adds a container port unless one with the same number exists.
+func UpsertPort(c *corev1.Container, port corev1.ContainerPort) {
+	for _, p := range c.Ports {
+		if p.ContainerPort == port.ContainerPort {
+			return
+		}
+	}
+	c.Ports = append(c.Ports, port)
+}
+
+// Suspended reports whether a TrainJob asks to be suspended.
+func Suspended(job *trainer.TrainJob) bool { return ptr.Deref(job.Spec.Suspend, false) }

@@ -1,0 +1,157 @@
+// Package jobset turns the finished Info into the JobSet that runs a TrainJob,
+// and reads the TrainJob's status back from that JobSet.
+package jobset
+
+import (
+	"fmt"
+	"maps"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// Name of the plugin.
+const Name = "JobSet"
+
+// JobSet is the plugin.
+type JobSet struct{}
+
+var (
+	_ framework.ValidatePlugin = (*JobSet)(nil)
+	_ framework.BuildPlugin    = (*JobSet)(nil)
+	_ framework.StatusPlugin   = (*JobSet)(nil)
+)
+
+// New returns the plugin.
+func New() *JobSet { return &JobSet{} }
+
+// Name implements framework.Plugin.
+func (*JobSet) Name() string { return Name }
+
+// Validate checks what every runtime needs to run a TrainJob: replicated jobs
+// bound to TrainJob fields exist once, and the TrainJob asks for at least one node.
+func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+	var errs field.ErrorList
+	rtPath := field.NewPath("spec", "runtimeRef")
+	if len(info.Spec.ReplicatedJobs) == 0 {
+		errs = append(errs, field.Invalid(rtPath, info.Runtime.Name,
+			fmt.Sprintf("runtime %s %q has no replicated jobs in spec.template.spec", info.Runtime.Kind, info.Runtime.Name)))
+	}
+	if job.Spec.Trainer != nil && info.TrainerJob == "" {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer"), "",
+			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s", info.Runtime.Kind, info.Runtime.Name,
+				trainer.AncestorLabel, trainer.AncestorTrainer)))
+	}
+	if info.NumNodes < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes, "must be at least 1"))
+	}
+	return errs
+}
+
+// Build emits the JobSet: named after the TrainJob, with the runtime's (and
+// patches') labels and annotations, the trainer job running NumNodes pods as one
+// Indexed Job, and the TrainJob's suspend flag.
+func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]client.Object, error) {
+	spec := *info.Spec.DeepCopy()
+	for k := range spec.ReplicatedJobs {
+		rj := &spec.ReplicatedJobs[k]
+		ancestor := rj.Template.Labels[trainer.AncestorLabel]
+		if ancestor == "" {
+			continue
+		}
+		// Jobs bound to TrainJob fields run once; the trainer's scale is its
+		// parallelism, so that node ranks are the completion indexes 0..N-1.
+		rj.Replicas = 1
+		if ancestor == trainer.AncestorTrainer {
+			rj.Template.Spec.Parallelism = ptr.To(info.NumNodes)
+			rj.Template.Spec.Completions = ptr.To(info.NumNodes)
+			if rj.Template.Spec.CompletionMode == nil {
+				rj.Template.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+			}
+		}
+	}
+	spec.Suspend = ptr.To(runtime.Suspended(job))
+	js := &jobsetv1alpha2.JobSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        job.Name,
+			Namespace:   job.Namespace,
+			Labels:      maps.Clone(info.Labels),
+			Annotations: maps.Clone(info.Annotations),
+		},
+		Spec: spec,
+	}
+	return []client.Object{js}, nil
+}
+
+// Status copies the JobSet's terminal conditions (reason and message verbatim)
+// into Complete and Failed, and its per-replicated-job counts into jobsStatus in
+// the order of the JobSet's replicated jobs.
+func (*JobSet) Status(_ *trainer.TrainJob, js *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) {
+	if js == nil {
+		return
+	}
+	for _, c := range js.Status.Conditions {
+		if c.Status != metav1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case string(jobsetv1alpha2.JobSetCompleted):
+			setTerminal(status, trainer.TrainJobComplete, c)
+		case string(jobsetv1alpha2.JobSetFailed):
+			setTerminal(status, trainer.TrainJobFailed, c)
+		}
+	}
+	byName := map[string]jobsetv1alpha2.ReplicatedJobStatus{}
+	for _, s := range js.Status.ReplicatedJobsStatus {
+		byName[s.Name] = s
+	}
+	status.JobsStatus = nil
+	for _, rj := range js.Spec.ReplicatedJobs {
+		s, ok := byName[rj.Name]
+		if !ok {
+			continue
+		}
+		status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{
+			Name:      s.Name,
+			Ready:     ptr.To(s.Ready),
+			Succeeded: ptr.To(s.Succeeded),
+			Failed:    ptr.To(s.Failed),
+			Active:    ptr.To(s.Active),
+			Suspended: ptr.To(s.Suspended),
+		})
+	}
+}
+
+func setTerminal(status *trainer.TrainJobStatus, condType string, from metav1.Condition) {
+	for _, c := range status.Conditions {
+		if c.Type == condType && c.Status == metav1.ConditionTrue {
+			return // terminal conditions, once set, stay as first observed
+		}
+	}
+	status.Conditions = upsertCondition(status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             metav1.ConditionTrue,
+		Reason:             from.Reason,
+		Message:            from.Message,
+		LastTransitionTime: from.LastTransitionTime,
+	})
+}
+
+func upsertCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
+	for k := range conds {
+		if conds[k].Type == c.Type {
+			conds[k] = c
+			return conds
+		}
+	}
+	return append(conds, c)
+}

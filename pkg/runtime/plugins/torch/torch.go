@@ -1,0 +1,258 @@
+// Package torch gives the trainer pods of a torch runtime the environment that
+// torchrun reads (PET_*), so that `torchrun train.py` needs no flags.
+package torch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// Name of the plugin.
+const Name = "Torch"
+
+// The variables torchrun reads. Each PET_<OPTION> stands for torchrun's --<option>.
+const (
+	EnvNumNodes       = "PET_NNODES"
+	EnvNumProcPerNode = "PET_NPROC_PER_NODE"
+	EnvNodeRank       = "PET_NODE_RANK"
+	EnvMasterAddr     = "PET_MASTER_ADDR"
+	EnvMasterPort     = "PET_MASTER_PORT"
+	EnvRdzvBackend    = "PET_RDZV_BACKEND"
+	EnvRdzvEndpoint   = "PET_RDZV_ENDPOINT"
+	EnvRdzvID         = "PET_RDZV_ID"
+	EnvMaxRestarts    = "PET_MAX_RESTARTS"
+)
+
+// CompletionIndexAnnotation is set by the Job controller on every pod of an
+// Indexed Job; the node rank comes from it.
+const CompletionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
+
+// reserved are variables a user must not set on a torch job: the ones this plugin
+// sets, and the ones torchrun itself sets for its workers (a user value would be
+// silently replaced, and a job that reads them would train each node on its own).
+var reserved = []string{
+	EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMasterAddr, EnvMasterPort,
+	EnvRdzvBackend, EnvRdzvEndpoint, EnvRdzvID, EnvMaxRestarts,
+	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+}
+
+// Torch is the plugin.
+type Torch struct{}
+
+var (
+	_ framework.ValidatePlugin = (*Torch)(nil)
+	_ framework.MLPolicyPlugin = (*Torch)(nil)
+)
+
+// New returns the plugin.
+func New() *Torch { return &Torch{} }
+
+// Name implements framework.Plugin.
+func (*Torch) Name() string { return Name }
+
+func policy(info *runtime.Info) *trainer.TorchMLPolicySource {
+	if mp := info.MLPolicy(); mp != nil {
+		return mp.Torch
+	}
+	return nil
+}
+
+// IsReserved reports whether a variable name is set by Trainyard or torchrun on torch jobs.
+func IsReserved(name string) bool {
+	for _, r := range reserved {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate rejects reserved variables in spec.trainer.env, a runtime without a
+// trainer node container, and a process count that cannot be resolved.
+func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+	if policy(info) == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if job.Spec.Trainer != nil {
+		envPath := field.NewPath("spec", "trainer", "env")
+		for k, e := range job.Spec.Trainer.Env {
+			if IsReserved(e.Name) {
+				errs = append(errs, field.Invalid(envPath.Index(k).Child("name"), e.Name,
+					"is set by Trainyard or torchrun for torch runtimes and must not be set by the TrainJob"))
+			}
+		}
+	}
+	if info.TrainerContainer() == nil {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+			fmt.Sprintf("torch runtime %s %q has no replicated job labelled %s=%s with a %q container",
+				info.Runtime.Kind, info.Runtime.Name, trainer.AncestorLabel, trainer.AncestorTrainer, trainer.NodeContainer)))
+	}
+	return errs
+}
+
+// EnforceMLPolicy sets the node count and injects the torchrun environment into
+// the trainer's node container (and the envInjection targets).
+func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+	pol := policy(info)
+	if pol == nil {
+		return nil
+	}
+	c := info.TrainerContainer()
+	if c == nil {
+		return fmt.Errorf("torch runtime %q has no trainer %q container", info.Runtime.Name, trainer.NodeContainer)
+	}
+	nproc, err := ProcPerNode(pol, job, c.Resources)
+	if err != nil {
+		return err
+	}
+	master := MasterAddr(info, job)
+	port := strconv.Itoa(int(trainer.ContainerTrainerPort))
+	env := []corev1.EnvVar{
+		{Name: EnvNumNodes, Value: strconv.Itoa(int(info.NumNodes))},
+		{Name: EnvNumProcPerNode, Value: nproc},
+	}
+	if ep := pol.ElasticPolicy; ep != nil {
+		// Elastic: torchrun's c10d rendezvous assigns node ranks; the pod count is
+		// the TrainJob's numNodes, else the upper bound.
+		lo, hi := elasticBounds(ep, info.NumNodes)
+		if job.Spec.Trainer == nil || job.Spec.Trainer.NumNodes == nil {
+			info.NumNodes = hi
+		}
+		env = []corev1.EnvVar{
+			{Name: EnvNumNodes, Value: fmt.Sprintf("%d:%d", lo, hi)},
+			{Name: EnvNumProcPerNode, Value: nproc},
+			{Name: EnvRdzvBackend, Value: "c10d"},
+			{Name: EnvRdzvEndpoint, Value: master + ":" + port},
+			{Name: EnvRdzvID, Value: job.Name},
+		}
+		if ep.MaxRestarts != nil {
+			env = append(env, corev1.EnvVar{Name: EnvMaxRestarts, Value: strconv.Itoa(int(*ep.MaxRestarts))})
+		}
+	} else {
+		env = append(env,
+			corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+				FieldPath: fmt.Sprintf("metadata.annotations['%s']", CompletionIndexAnnotation)}}},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: master},
+			corev1.EnvVar{Name: EnvMasterPort, Value: port},
+		)
+	}
+	c.Env = runtime.UpsertEnv(c.Env, env...)
+	runtime.UpsertPort(c, corev1.ContainerPort{ContainerPort: trainer.ContainerTrainerPort, Protocol: corev1.ProtocolTCP})
+
+	if pol.EnvInjection != nil {
+		for k, target := range pol.EnvInjection.Targets {
+			for _, name := range target.ContainerNames {
+				tc := info.Container(target.JobName, name)
+				if tc == nil {
+					return field.NotFound(field.NewPath("runtime", "spec", "mlPolicy", "torch", "envInjection", "targets").Index(k),
+						target.JobName+"/"+name)
+				}
+				tc.Env = runtime.UpsertEnv(tc.Env, env...)
+			}
+		}
+	}
+	return nil
+}
+
+func elasticBounds(ep *trainer.TorchElasticPolicy, numNodes int32) (int32, int32) {
+	lo, hi := numNodes, numNodes
+	if ep.MinNodes != nil {
+		lo = *ep.MinNodes
+	}
+	if ep.MaxNodes != nil {
+		hi = *ep.MaxNodes
+	}
+	if hi < lo {
+		hi = lo
+	}
+	return lo, hi
+}
+
+// MasterAddr is the DNS name of the trainer job's first pod: JobSet names pods
+// <jobset>-<replicated job>-<job index>-<pod index> and publishes them under the
+// JobSet's subdomain (the JobSet name unless the runtime sets one).
+func MasterAddr(info *runtime.Info, job *trainer.TrainJob) string {
+	sub := job.Name
+	if n := info.Spec.Network; n != nil && n.Subdomain != "" {
+		sub = n.Subdomain
+	}
+	return fmt.Sprintf("%s-%s-0-0.%s", job.Name, info.TrainerJob, sub)
+}
+
+// ProcPerNode resolves the processes per node. The TrainJob's value wins over the
+// runtime's; the default is "auto". "auto" means one process per GPU when the
+// node has GPUs, else one per CPU; "gpu" and "cpu" force one or the other. The
+// counts come from the given resources, which are the runtime's merged with the
+// TrainJob's, so a GPU declared only by the runtime still counts.
+func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res corev1.ResourceRequirements) (string, error) {
+	v := intstr.FromString("auto")
+	if pol.NumProcPerNode != nil {
+		v = *pol.NumProcPerNode
+	}
+	if job.Spec.Trainer != nil && job.Spec.Trainer.NumProcPerNode != nil {
+		v = *job.Spec.Trainer.NumProcPerNode
+	}
+	path := field.NewPath("spec", "trainer", "numProcPerNode")
+	if v.Type == intstr.Int {
+		if v.IntVal < 1 {
+			return "", field.Invalid(path, v.IntVal, "must be at least 1")
+		}
+		return strconv.Itoa(int(v.IntVal)), nil
+	}
+	gpus, cpus := GPUs(res), CPUs(res)
+	switch v.StrVal {
+	case "auto":
+		if gpus > 0 {
+			return strconv.FormatInt(gpus, 10), nil
+		}
+		return strconv.FormatInt(max(cpus, 1), 10), nil
+	case "cpu":
+		return strconv.FormatInt(max(cpus, 1), 10), nil
+	case "gpu":
+		if gpus == 0 {
+			return "", field.Invalid(path, v.StrVal, "the trainer node requests no GPUs (set resourcesPerNode with a GPU resource, or use an integer or auto)")
+		}
+		return strconv.FormatInt(gpus, 10), nil
+	}
+	return "", field.NotSupported(path, v.StrVal, []string{"auto", "cpu", "gpu", "an integer >= 1"})
+}
+
+// GPUs counts the GPUs of a container: resources whose name ends in "gpu" (such as
+// nvidia.com/gpu or amd.com/gpu), from limits, else requests.
+func GPUs(res corev1.ResourceRequirements) int64 {
+	var n int64
+	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
+		for name, q := range list {
+			if strings.HasSuffix(string(name), "gpu") {
+				n += q.Value()
+			}
+		}
+		if n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// CPUs counts whole CPUs (rounded up) from the request, else the limit; 0 when neither is set.
+func CPUs(res corev1.ResourceRequirements) int64 {
+	for _, list := range []corev1.ResourceList{res.Requests, res.Limits} {
+		if q, ok := list[corev1.ResourceCPU]; ok {
+			return ceilCores(q)
+		}
+	}
+	return 0
+}
+
+func ceilCores(q resource.Quantity) int64 { return (q.MilliValue() + 999) / 1000 }

@@ -19,6 +19,8 @@ import (
 type Options struct {
 	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
 	MaxConcurrentReconciles int
+	// Clock decides deadlines; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // SetupWithManager registers the TrainJob controller: it watches TrainJobs, the
@@ -35,7 +37,10 @@ func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) e
 		Client:    mgr.GetClient(),
 		Framework: fw,
 		Recorder:  mgr.GetEventRecorder("trainyard-trainjob-controller"),
-		Clock:     clock.RealClock{},
+		Clock:     opts.Clock,
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").

@@ -1,0 +1,233 @@
+// Package framework starts what the integration tests run against: a real etcd
+// and kube-apiserver (built from Go modules into bin/k8s by `make k8s-tools`),
+// Trainyard's and JobSet's CRDs, kube-controller-manager running only the garbage
+// collector (so that ownerReference cascades really happen), and Trainyard's
+// manager in-process, which a test can stop and start again.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+)
+
+// Timeouts for Eventually-style waits.
+const (
+	Timeout  = 20 * time.Second
+	Interval = 100 * time.Millisecond
+)
+
+// Env is a running test control plane.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+
+	env     *envtest.Environment
+	gc      *exec.Cmd
+	gcDone  chan struct{}
+	tmpDir  string
+	mu      sync.Mutex
+	stopMgr context.CancelFunc
+	mgrDone chan struct{}
+}
+
+// RepoRoot is the repository's top directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Scheme knows Kubernetes, Trainyard and JobSet types.
+func Scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(trainer.AddToScheme(s))
+	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
+	return s
+}
+
+func moduleDir(mod string) (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", mod, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Start brings up etcd, kube-apiserver with the CRDs, and the garbage collector.
+func Start() (*Env, error) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	root := RepoRoot()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make k8s-tools` first", b, assets)
+		}
+	}
+	jobsetDir, err := moduleDir("sigs.k8s.io/jobset")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Scheme: Scheme()}
+	e.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "manifests", "base", "crds"),
+			filepath.Join(jobsetDir, "config", "components", "crd", "bases"),
+		},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: time.Minute,
+	}
+	if e.Config, err = e.env.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		return nil, e.stopWith(err)
+	}
+	if err := e.startGC(assets); err != nil {
+		return nil, e.stopWith(err)
+	}
+	return e, nil
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("TEST_VERBOSE") != "" {
+		return -2
+	}
+	return 4 // errors only: keep test output readable
+}
+
+// startGC runs kube-controller-manager with only the garbage collector.
+func (e *Env) startGC(assets string) error {
+	bin := filepath.Join(assets, "kube-controller-manager")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("kube-controller-manager not found in %s: run `make k8s-tools` first", assets)
+	}
+	user, err := e.env.AddUser(envtest.User{Name: "gc", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("adding garbage-collector user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	if e.tmpDir, err = os.MkdirTemp("", "trainyard-it-"); err != nil {
+		return err
+	}
+	kcPath := filepath.Join(e.tmpDir, "gc.kubeconfig")
+	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(e.tmpDir, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	e.gc = exec.Command(bin, "--kubeconfig="+kcPath, "--controllers=garbagecollector", "--leader-elect=false",
+		"--secure-port=0", "--use-service-account-credentials=false", "--v=1")
+	e.gc.Stdout, e.gc.Stderr = log, log
+	if err := e.gc.Start(); err != nil {
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	e.gcDone = make(chan struct{})
+	go func() { _ = e.gc.Wait(); close(e.gcDone) }()
+	return nil
+}
+
+// ManagerOptions change how StartManager runs Trainyard.
+type ManagerOptions struct {
+	Clock clock.PassiveClock
+}
+
+// StartManager runs Trainyard's manager in-process until StopManager or Stop.
+func (e *Env) StartManager(opts ManagerOptions) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopMgr != nil {
+		return fmt.Errorf("manager already running")
+	}
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		return err
+	}
+	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped with error:", err)
+		}
+	}()
+	e.stopMgr, e.mgrDone = cancel, done
+	return nil
+}
+
+// StopManager stops the manager and waits until it has stopped.
+func (e *Env) StopManager() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopMgr == nil {
+		return
+	}
+	e.stopMgr()
+	<-e.mgrDone
+	e.stopMgr, e.mgrDone = nil, nil
+}
+
+// Stop tears everything down.
+func (e *Env) Stop() error { return e.stopWith(nil) }
+
+func (e *Env) stopWith(cause error) error {
+	e.StopManager()
+	if e.gc != nil && e.gc.Process != nil {
+		_ = e.gc.Process.Kill()
+		<-e.gcDone
+	}
+	if e.tmpDir != "" {
+		_ = os.RemoveAll(e.tmpDir)
+	}
+	if err := e.env.Stop(); err != nil && cause == nil {
+		return err
+	}
+	return cause
+}

@@ -15,6 +15,12 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 help: ## List targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
+##@ Run
+
+.PHONY: run
+run: k8s-tools ## Run the example TrainJob through a local API server and the manager, and show the JobSet it becomes.
+	go run ./test/local $(RUN_ARGS)
+
 ##@ Build
 
 .PHONY: build

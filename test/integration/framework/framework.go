@@ -231,3 +231,12 @@ func (e *Env) stopWith(cause error) error {
 	}
 	return cause
 }
+
+// KubeConfig returns an admin kubeconfig for the test API server.
+func (e *Env) KubeConfig() ([]byte, error) {
+	user, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return user.KubeConfig()
+}

@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+
+# Build the trainyard-manager binary.
+FROM golang:1.26 AS builder
+ARG TARGETOS
+ARG TARGETARCH
+WORKDIR /workspace
+
+# Download modules in their own layer, so that it is reused while go.mod and
+# go.sum stay the same.
+COPY go.mod go.sum ./
+RUN go mod download
+
+COPY apis/ apis/
+COPY cmd/ cmd/
+COPY pkg/ pkg/
+
+# Static binary; GOARCH follows the target platform of `docker buildx`.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o /out/trainyard-manager ./cmd/trainyard-manager
+
+# Run on distroless as the unprivileged "nonroot" user.
+FROM gcr.io/distroless/static:nonroot
+WORKDIR /
+COPY --from=builder /out/trainyard-manager /trainyard-manager
+USER 65532:65532
+ENTRYPOINT ["/trainyard-manager"]

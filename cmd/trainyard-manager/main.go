@@ -14,10 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
+	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 )
 
@@ -37,7 +39,15 @@ func run() error {
 		concurrency = flag.Int("trainjob-concurrency", 5, "TrainJobs reconciled in parallel")
 		qps         = flag.Float64("kube-api-qps", 50, "client requests per second to the API server")
 		burst       = flag.Int("kube-api-burst", 100, "client burst of requests to the API server")
+		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
+		wh          = webhookOptions{}
 	)
+	flag.BoolVar(&wh.enabled, "enable-webhooks", true, "serve the admission webhooks")
+	flag.StringVar(&wh.certManagement, "cert-management", "internal", "where the webhook serving certificate comes from: internal (created and rotated by Trainyard) or external (mounted, e.g. by cert-manager)")
+	flag.StringVar(&wh.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the manager (for the webhook certificate Secret)")
+	flag.StringVar(&wh.serviceName, "webhook-service-name", "trainyard-webhook", "Service in front of the webhook server")
+	flag.StringVar(&wh.secretName, "webhook-secret-name", "trainyard-webhook-cert", "Secret holding the webhook serving certificate")
+	flag.StringVar(&wh.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of tls.crt and tls.key for the webhook server")
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -57,11 +67,13 @@ func run() error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "trainyard.trainer.kubeflow.org",
 		LeaderElectionNamespace: *leaderNS,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: *webhookPort, CertDir: wh.certDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -71,13 +83,18 @@ func run() error {
 		return fmt.Errorf("registering plugins: %w", err)
 	}
 	log.Info("Runtime plugins", "order", fw.Names())
+	metrics.Register(mgr.GetClient())
 	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: *concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	webhooksReady, err := setupWebhooks(mgr, fw, wh)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", webhooksReady); err != nil {
 		return err
 	}
 	log.Info("Starting manager")

@@ -23,6 +23,7 @@ const (
 // Event reasons.
 const (
 	EventJobSetCreated     = "JobSetCreated"
+	EventRunning           = "Running"
 	EventJobSetUpdated     = "JobSetUpdated"
 	EventJobSetRecreated   = "JobSetRecreated"
 	EventSuspended         = "Suspended"

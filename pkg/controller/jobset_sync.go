@@ -18,6 +18,8 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/validation"
 )
 
 // errJobSetNotOwned: a JobSet with the TrainJob's name exists but belongs to
@@ -121,6 +123,11 @@ func (r *TrainJobReconciler) syncJobSet(ctx context.Context, job *trainer.TrainJ
 // render runs the pipeline and returns the JobSet to write, owned by the TrainJob
 // and annotated with the runtime snapshot and the hashes syncJobSet compares.
 func (r *TrainJobReconciler) render(job *trainer.TrainJob, rt *trruntime.Runtime) (*jobsetv1alpha2.JobSet, error) {
+	// The admission webhook runs these checks too; running them here reports bad
+	// input in status when the webhook is not installed.
+	if errs := append(validation.ValidateTrainJob(nil, job), validation.ValidatePodNames(job, rt)...); len(errs) > 0 {
+		return nil, &framework.InvalidError{Errs: errs}
+	}
 	objs, err := r.Framework.Build(job, rt)
 	if err != nil {
 		return nil, err

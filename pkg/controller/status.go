@@ -5,8 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
@@ -43,46 +41,6 @@ func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus) (change
 			trainer.TrainJobResumedReason, "TrainJob is resumed"), false
 	}
 	return false, false
-}
-
-// phaseOf summarises the status in one word: a terminal condition wins, then
-// suspension, then Running when every training node runs, else Pending.
-func phaseOf(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) trainer.TrainJobPhase {
-	switch {
-	case meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobFailed):
-		return trainer.TrainJobFailedPhase
-	case meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobComplete):
-		return trainer.TrainJobCompletePhase
-	case trruntime.Suspended(job):
-		return trainer.TrainJobSuspendedPhase
-	case js != nil && !ptr.Deref(js.Spec.Suspend, false) && allReady(js):
-		return trainer.TrainJobRunning
-	}
-	return trainer.TrainJobPending
-}
-
-// allReady: every replicated job that runs TrainJob nodes reports all its Jobs
-// ready (JobSet counts a Job ready when all its pods are ready or done).
-func allReady(js *jobsetv1alpha2.JobSet) bool {
-	trainerJob := trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
-	for _, rj := range js.Spec.ReplicatedJobs {
-		if trainerJob != "" && rj.Name != trainerJob {
-			continue
-		}
-		found := false
-		for _, s := range js.Status.ReplicatedJobsStatus {
-			if s.Name == rj.Name {
-				found = true
-				if s.Ready+s.Succeeded < rj.Replicas {
-					return false
-				}
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // deadline returns when an unsuspended job with activeDeadlineSeconds must be

@@ -22,6 +22,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
@@ -39,7 +40,7 @@ type event struct {
 	kind, reason, action, msg string
 }
 
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
@@ -68,7 +69,10 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if perr := r.Status().Patch(ctx, updated, client.MergeFrom(&job), client.FieldOwner(FieldOwner)); perr != nil {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("writing status of TrainJob %s: %w", job.Name, perr))
 		}
-		log.V(2).Info("Status updated", "phase", status.Phase)
+		log.V(2).Info("Status updated", "phase", status.Phase, "reason", status.Reason)
+		if status.Phase != job.Status.Phase {
+			metrics.Transitions.WithLabelValues(string(status.Phase)).Inc()
+		}
 	}
 	for _, e := range evts {
 		r.Recorder.Eventf(&job, nil, e.kind, e.reason, e.action, "%s", e.msg)
@@ -95,15 +99,20 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		return status, nil, 0, err
 	}
 
-	// 1. A finished job only follows its JobSet's counts; it never gets a new one.
+	now := r.Clock.Now()
+
+	// 1. A finished job only follows its JobSet's counts; it never gets a new
+	// one. Past its TTL it is deleted, and its JobSet with it.
 	if finished(status) {
 		r.Framework.Status(job, ownedOrNil(js, job), status)
-		status.Phase = phaseOf(job, js, status)
-		return status, nil, 0, nil
+		if err := r.summarize(ctx, job, ownedOrNil(js, job), status, now); err != nil {
+			return status, nil, 0, err
+		}
+		requeue, err := r.expire(ctx, job, status, now)
+		return status, nil, requeue, err
 	}
 
 	// 2. Past its deadline a job fails, and its JobSet goes.
-	now := r.Clock.Now()
 	if at, ok := deadline(job, status); ok && !now.Before(at) {
 		setCondition(status, gen, trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason,
 			"TrainJob exceeded its active deadline")
@@ -113,8 +122,11 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 				return status, evts, 0, fmt.Errorf("deleting JobSet of TrainJob past its deadline: %w", err)
 			}
 		}
-		status.Phase = phaseOf(job, nil, status)
-		return status, evts, 0, nil
+		if err := r.summarize(ctx, job, nil, status, now); err != nil {
+			return status, evts, 0, err
+		}
+		requeue, err := r.expire(ctx, job, status, now)
+		return status, evts, requeue, err
 	}
 
 	// 3. Bring the JobSet in line with the TrainJob, and say how that went.
@@ -129,6 +141,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		switch action {
 		case actionCreated:
 			addEvent(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
+			metrics.TimeToJobSet.Observe(now.Sub(job.CreationTimestamp.Time).Seconds())
 		case actionRecreated:
 			addEvent(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
 		case actionUpdated:
@@ -141,6 +154,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	case errors.Is(err, errRuntimeNotFound):
 		if setCondition(status, gen, trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobRuntimeNotFound, err.Error()) {
 			addEvent(corev1.EventTypeWarning, EventRuntimeNotFound, "Resolve", "%v", err)
+			metrics.Errors.WithLabelValues(trainer.TrainJobRuntimeNotFound).Inc()
 		}
 	case framework.IsInvalid(err), errors.Is(err, errJobSetNotOwned):
 		reason, evReason := trainer.TrainJobBuildFailedReason, EventBuildFailed
@@ -149,12 +163,14 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		}
 		if setCondition(status, gen, trainer.TrainJobCreated, metav1.ConditionFalse, reason, err.Error()) {
 			addEvent(corev1.EventTypeWarning, evReason, "Build", "%v", err)
+			metrics.Errors.WithLabelValues(reason).Inc()
 		}
 	default:
 		// Transient (API errors, conflicts): say so in status, and retry with backoff.
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
 			if setCondition(status, gen, trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobApplyFailedReason, err.Error()) {
 				addEvent(corev1.EventTypeWarning, EventApplyFailed, "Apply", "%v", err)
+				metrics.Errors.WithLabelValues(trainer.TrainJobApplyFailedReason).Inc()
 			}
 		}
 		retErr = err
@@ -178,7 +194,14 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed); !wasFailed && c != nil && c.Status == metav1.ConditionTrue {
 		addEvent(corev1.EventTypeWarning, EventFailed, "Fail", "TrainJob failed (%s): %s", c.Reason, c.Message)
 	}
-	status.Phase = phaseOf(job, owned, status)
+	oldPhase := job.Status.Phase
+	if err := r.summarize(ctx, job, owned, status, now); err != nil {
+		return status, evts, 0, errors.Join(retErr, err)
+	}
+	if status.Phase == trainer.TrainJobRunning && oldPhase != trainer.TrainJobRunning {
+		addEvent(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
+		metrics.TimePending.Observe(now.Sub(pendingSince(job, status)).Seconds())
+	}
 
 	var requeue time.Duration
 	if at, ok := deadline(job, status); ok && !finished(status) {
@@ -210,4 +233,23 @@ func ownedOrNil(js *jobsetv1alpha2.JobSet, job *trainer.TrainJob) *jobsetv1alpha
 func metav1IsControlledBy(obj metav1.Object, owner metav1.Object) bool {
 	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == owner.GetUID()
+}
+
+// expire deletes a finished TrainJob once its ttlSecondsAfterFinished has
+// passed (the garbage collector then deletes its JobSet and pods), or says when
+// to look again.
+func (r *TrainJobReconciler) expire(ctx context.Context, job *trainer.TrainJob, status *trainer.TrainJobStatus, now time.Time) (time.Duration, error) {
+	if job.Spec.TTLSecondsAfterFinished == nil || status.CompletionTime == nil {
+		return 0, nil
+	}
+	at := status.CompletionTime.Add(time.Duration(*job.Spec.TTLSecondsAfterFinished) * time.Second)
+	if now.Before(at) {
+		return at.Sub(now), nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Deleting finished TrainJob past its TTL", "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished)
+	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
+		return 0, fmt.Errorf("deleting TrainJob past its TTL: %w", err)
+	}
+	return 0, nil
 }

@@ -8,17 +8,20 @@ import (
 
 // TrainJob runs one distributed training job: a runtime template (referenced by
 // spec.runtimeRef) completed with the job's own image, command, node count and
-// resources.
+// resources. Its name becomes part of pod host names; the admission webhook
+// checks it (with the field path metadata.name, which a CRD rule cannot report).
 //
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=trainer
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.phase`,description="Current state of the TrainJob"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.phase`,description="Current state: Pending, Running, Suspended, Complete or Failed"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.numNodes`,description="Training nodes asked for"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`,description="Training nodes running and ready"
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the TrainJob is in its state"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", message="metadata.name must be a lowercase RFC 1035 label: start with a letter, contain only letters, digits and '-', end with a letter or digit"
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63", message="metadata.name must be no more than 63 characters"
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -105,6 +108,13 @@ type TrainJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']", message="managedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	ManagedBy *string `json:"managedBy,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the TrainJob, and with it its JobSet and
+	// pods, this many seconds after it completed or failed (Trainyard, additive).
+	// Unset keeps finished TrainJobs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // RuntimeRef references a TrainingRuntime (same namespace) or a ClusterTrainingRuntime.
@@ -481,9 +491,35 @@ type TrainJobStatus struct {
 	// +optional
 	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
 
-	// phase summarises the conditions in one word (Trainyard, additive).
+	// phase summarises the state in one word (Trainyard, additive).
 	// +optional
 	Phase TrainJobPhase `json:"phase,omitempty"`
+
+	// reason is a CamelCase word for why the TrainJob is in its phase, e.g.
+	// WaitingForPods, ImagePullBackOff, Unschedulable, RuntimeNotFound (Trainyard, additive).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message explains reason for people (Trainyard, additive).
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// numNodes is the number of training nodes the job runs (Trainyard, additive).
+	// +optional
+	NumNodes *int32 `json:"numNodes,omitempty"`
+
+	// readyNodes is the number of training nodes whose pod is running and ready (Trainyard, additive).
+	// +optional
+	ReadyNodes *int32 `json:"readyNodes,omitempty"`
+
+	// startTime is when every training node was first running, since the last
+	// resume (Trainyard, additive).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the job completed or failed (Trainyard, additive).
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // JobStatus counts the jobs of one replicated job.

@@ -296,8 +296,12 @@ func TestBadInputIsReportedInStatus(t *testing.T) {
 	waitCondition(t, ns, "odd-kind", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason)
 	waitPhase(t, ns, "odd-kind", trainer.TrainJobFailedPhase)
 
+	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "9lives", nil)))
+	job = waitCondition(t, ns, "9lives", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobBuildFailedReason)
+	require.Contains(t, findCond(job, trainer.TrainJobCreated).Message, "metadata.name: Invalid value: \"9lives\": must start with a lowercase letter")
+
 	consistently(t, time.Second, func() error {
-		for _, n := range []string{"reserved-env", "bad-override", "odd-kind"} {
+		for _, n := range []string{"reserved-env", "bad-override", "odd-kind", "9lives"} {
 			if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: n}, &jobsetv1alpha2.JobSet{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("TrainJob %s got a JobSet (err=%v)", n, err)
 			}
@@ -351,7 +355,6 @@ func TestAPIServerValidation(t *testing.T) {
 		job  *trainer.TrainJob
 		want string
 	}{
-		"name starting with a digit": {job: torchJob(ns, "1job", nil), want: "metadata.name must be a lowercase RFC 1035 label"},
 		"numNodes zero": {job: torchJob(ns, "zero", func(j *trainer.TrainJob) { j.Spec.Trainer.NumNodes = ptr.To[int32](0) }),
 			want: "spec.trainer.numNodes"},
 		"unknown managedBy": {job: torchJob(ns, "mb", func(j *trainer.TrainJob) { j.Spec.ManagedBy = ptr.To("example.com/other") }),

@@ -29,11 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
+	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // Timeouts for Eventually-style waits.
@@ -42,19 +45,24 @@ const (
 	Interval = 100 * time.Millisecond
 )
 
+// registerMetrics: the metrics registry is process-wide; managers come and go,
+// so the by-phase collector reads through the direct client.
+var registerMetrics sync.Once
+
 // Env is a running test control plane.
 type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *k8sruntime.Scheme
 
-	env     *envtest.Environment
-	gc      *exec.Cmd
-	gcDone  chan struct{}
-	tmpDir  string
-	mu      sync.Mutex
-	stopMgr context.CancelFunc
-	mgrDone chan struct{}
+	env      *envtest.Environment
+	webhooks bool
+	gc       *exec.Cmd
+	gcDone   chan struct{}
+	tmpDir   string
+	mu       sync.Mutex
+	stopMgr  context.CancelFunc
+	mgrDone  chan struct{}
 }
 
 // RepoRoot is the repository's top directory.
@@ -80,8 +88,19 @@ func moduleDir(mod string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// Options choose what Start brings up.
+type Options struct {
+	// Webhooks installs Trainyard's webhook configurations (manifests/base/webhook)
+	// pointing at the in-process manager, which then serves them.
+	Webhooks bool
+}
+
 // Start brings up etcd, kube-apiserver with the CRDs, and the garbage collector.
-func Start() (*Env, error) {
+func Start(opts ...Options) (*Env, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
 	root := RepoRoot()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -106,6 +125,13 @@ func Start() (*Env, error) {
 		},
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: time.Minute,
+	}
+	if o.Webhooks {
+		e.webhooks = true
+		e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(root, "manifests", "base", "webhook")},
+			LocalServingHost: "127.0.0.1",
+		}
 	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
@@ -174,12 +200,18 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if e.stopMgr != nil {
 		return fmt.Errorf("manager already running")
 	}
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	mgrOpts := ctrl.Options{
 		Scheme:                 e.Scheme,
+		Cache:                  controller.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if e.webhooks {
+		wo := e.env.WebhookInstallOptions
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
+	}
+	mgr, err := ctrl.NewManager(e.Config, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -187,6 +219,12 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err != nil {
 		return err
 	}
+	if e.webhooks {
+		if err := webhooks.Setup(mgr, fw); err != nil {
+			return fmt.Errorf("registering webhooks: %w", err)
+		}
+	}
+	registerMetrics.Do(func() { metrics.Register(e.Client) })
 	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}); err != nil {
 		return err
 	}
@@ -199,6 +237,16 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 		}
 	}()
 	e.stopMgr, e.mgrDone = cancel, done
+	if e.webhooks {
+		// Admission fails closed: wait until the webhook server answers.
+		deadline := time.Now().Add(Timeout)
+		for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("webhook server did not start within %s", Timeout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	return nil
 }
 

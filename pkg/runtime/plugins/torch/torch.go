@@ -3,6 +3,7 @@
 package torch
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 )
 
 // Name of the plugin.
@@ -93,10 +95,21 @@ func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 			}
 		}
 	}
-	if info.TrainerContainer() == nil {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+	c := info.TrainerContainer()
+	if c == nil {
+		return append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
 			fmt.Sprintf("torch runtime %s %q has no replicated job labelled %s=%s with a %q container",
 				info.Runtime.Kind, info.Runtime.Name, trainer.AncestorLabel, trainer.AncestorTrainer, trainer.NodeContainer)))
+	}
+	res := c.Resources
+	if job.Spec.Trainer != nil && job.Spec.Trainer.ResourcesPerNode != nil {
+		res = resources.Merge(res, *job.Spec.Trainer.ResourcesPerNode)
+	}
+	if _, err := ProcPerNode(policy(info), job, res); err != nil {
+		var fe *field.Error
+		if errors.As(err, &fe) {
+			errs = append(errs, fe)
+		}
 	}
 	return errs
 }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/webhooks"
+)
+
+// Names the webhook manifests (manifests/base/webhook) use.
+const (
+	validatingWebhookConfiguration = "trainyard-validating-webhook-configuration"
+	mutatingWebhookConfiguration   = "trainyard-mutating-webhook-configuration"
+)
+
+// webhookOptions say where the serving certificate comes from.
+type webhookOptions struct {
+	enabled        bool
+	certManagement string // "internal": Trainyard creates and rotates it; "external": mounted (cert-manager)
+	namespace      string
+	serviceName    string
+	secretName     string
+	certDir        string
+}
+
+// setupWebhooks registers the webhooks once their serving certificate is in
+// place. With internal certificate management, cert-controller creates a CA and a
+// serving certificate in a Secret, writes them to certDir, injects the CA into the
+// webhook configurations, and rotates both before they expire.
+func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) (ready func(*http.Request) error, err error) {
+	if !o.enabled {
+		return func(*http.Request) error { return nil }, nil
+	}
+	certsReady := make(chan struct{})
+	switch o.certManagement {
+	case "internal":
+		if o.namespace == "" {
+			return nil, fmt.Errorf("internal certificate management needs the manager's namespace (--namespace or POD_NAMESPACE)")
+		}
+		if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+			SecretKey:      types.NamespacedName{Namespace: o.namespace, Name: o.secretName},
+			CertDir:        o.certDir,
+			CAName:         "trainyard-ca",
+			CAOrganization: "trainyard",
+			DNSName:        fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace),
+			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, o.namespace)},
+			IsReady:        certsReady,
+			Webhooks: []rotator.WebhookInfo{
+				{Name: validatingWebhookConfiguration, Type: rotator.Validating},
+				{Name: mutatingWebhookConfiguration, Type: rotator.Mutating},
+			},
+			FieldOwner: "trainyard",
+			// Every replica serves webhooks, leader or not.
+			RequireLeaderElection: false,
+		}); err != nil {
+			return nil, fmt.Errorf("setting up certificate rotation: %w", err)
+		}
+	case "external":
+		close(certsReady)
+	default:
+		return nil, fmt.Errorf("--cert-management must be internal or external, not %q", o.certManagement)
+	}
+
+	setupErr := make(chan error, 1)
+	go func() {
+		<-certsReady
+		setupErr <- webhooks.Setup(mgr, fw)
+	}()
+	var failed error
+	return func(req *http.Request) error {
+		select {
+		case <-certsReady:
+		default:
+			return fmt.Errorf("webhook certificate not ready yet")
+		}
+		select {
+		case err := <-setupErr:
+			failed = err
+			if err == nil {
+				failed = errSetupDone
+			}
+		default:
+		}
+		if failed != nil && failed != errSetupDone {
+			return fmt.Errorf("registering webhooks: %w", failed)
+		}
+		return mgr.GetWebhookServer().StartedChecker()(req)
+	}, nil
+}
+
+var errSetupDone = fmt.Errorf("done")

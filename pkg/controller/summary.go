@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
+)
+
+// summarize sets the one-word phase with its reason and message, the node
+// counts, and the start and completion times, from the conditions, the JobSet
+// and the trainer pods. The order of the cases is the order of precedence.
+func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJob, js *jobsetv1alpha2.JobSet,
+	status *trainer.TrainJobStatus, now time.Time) error {
+	var numNodes, ready int32
+	trainerJob := ""
+	if js != nil {
+		trainerJob = trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
+		for _, rj := range js.Spec.ReplicatedJobs {
+			if rj.Name == trainerJob {
+				numNodes = ptr.Deref(rj.Template.Spec.Parallelism, 1)
+			}
+		}
+	}
+	podReason, podMessage := "WaitingForPods", ""
+	active := js != nil && trainerJob != "" && !ptr.Deref(js.Spec.Suspend, false) && !finished(status)
+	if active {
+		pods, err := r.nodePods(ctx, js, trainerJob)
+		if err != nil {
+			return err
+		}
+		ready, podReason, podMessage = nodesState(pods, numNodes)
+		if allReady(js) {
+			ready = numNodes // JobSet saw every pod ready; the pod cache may lag
+		}
+	}
+
+	phase, reason, message := trainer.TrainJobPending, "", ""
+	created := meta.FindStatusCondition(status.Conditions, trainer.TrainJobCreated)
+	switch {
+	case condTrue(status, trainer.TrainJobFailed):
+		c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed)
+		phase, reason, message = trainer.TrainJobFailedPhase, c.Reason, c.Message
+	case condTrue(status, trainer.TrainJobComplete):
+		c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobComplete)
+		phase, reason, message = trainer.TrainJobCompletePhase, c.Reason, c.Message
+	case trruntime.Suspended(job):
+		phase, reason, message = trainer.TrainJobSuspendedPhase, trainer.TrainJobSuspendedReason, "TrainJob is suspended"
+	case created != nil && created.Status == metav1.ConditionFalse:
+		reason, message = created.Reason, created.Message
+	case js == nil || ptr.Deref(js.Spec.Suspend, false):
+		reason, message = "WaitingForJobSet", "the JobSet is being created or resumed"
+	case numNodes > 0 && ready >= numNodes:
+		phase, reason, message = trainer.TrainJobRunning, "AllNodesRunning", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
+	default:
+		reason, message = podReason, podMessage
+	}
+	status.Phase, status.Reason, status.Message = phase, reason, truncate(message)
+	status.NumNodes, status.ReadyNodes = nil, nil
+	if js != nil {
+		status.NumNodes, status.ReadyNodes = ptr.To(numNodes), ptr.To(ready)
+	}
+
+	switch {
+	case phase == trainer.TrainJobRunning && status.StartTime == nil:
+		status.StartTime = &metav1.Time{Time: now}
+	case phase == trainer.TrainJobSuspendedPhase:
+		status.StartTime = nil // counts again from the next run, like a Job's
+	}
+	if finished(status) && status.CompletionTime == nil {
+		status.CompletionTime = &metav1.Time{Time: now}
+		for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
+			if c := meta.FindStatusCondition(status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+				status.CompletionTime = c.LastTransitionTime.DeepCopy()
+			}
+		}
+	}
+	return nil
+}
+
+func condTrue(status *trainer.TrainJobStatus, t string) bool {
+	return meta.IsStatusConditionTrue(status.Conditions, t)
+}
+
+// pendingSince is when the job started waiting for its nodes: its creation, or
+// its last resume.
+func pendingSince(job *trainer.TrainJob, status *trainer.TrainJobStatus) time.Time {
+	start := job.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobSuspended); c != nil &&
+		c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start) {
+		start = c.LastTransitionTime.Time
+	}
+	return start
+}
+
+// allReady: the trainer's replicated job reports all its Jobs ready (JobSet
+// counts a Job ready when all its pods are ready or done).
+func allReady(js *jobsetv1alpha2.JobSet) bool {
+	trainerJob := trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name != trainerJob {
+			continue
+		}
+		for _, s := range js.Status.ReplicatedJobsStatus {
+			if s.Name == rj.Name {
+				return s.Ready+s.Succeeded >= max(rj.Replicas, 1)
+			}
+		}
+	}
+	return false
+}

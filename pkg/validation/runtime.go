@@ -1,0 +1,76 @@
+package validation
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+)
+
+// ancestorContainers: the container each TrainJob-bound replicated job must have.
+var ancestorContainers = map[string]string{
+	trainer.AncestorTrainer:            trainer.NodeContainer,
+	trainer.AncestorDatasetInitializer: trainer.DatasetInitializerContainer,
+	trainer.AncestorModelInitializer:   trainer.ModelInitializerContainer,
+}
+
+// ValidateRuntimeSpec checks what Trainyard needs of a runtime: exactly one
+// trainer job, run once (replicas 1), with a "node" container; initializer jobs
+// likewise with their containers. It warns about framework policies Trainyard
+// accepts but does not run yet.
+func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) ([]string, field.ErrorList) {
+	var errs field.ErrorList
+	var warnings []string
+	rjPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
+	seen := map[string]string{}
+	for i, rj := range spec.Template.Spec.ReplicatedJobs {
+		ancestor := rj.Template.Labels[trainer.AncestorLabel]
+		if ancestor == "" {
+			continue
+		}
+		path := rjPath.Index(i)
+		container, known := ancestorContainers[ancestor]
+		if !known {
+			errs = append(errs, field.NotSupported(path.Child("template", "metadata", "labels").Key(trainer.AncestorLabel), ancestor,
+				[]string{trainer.AncestorTrainer, trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer}))
+			continue
+		}
+		if other, dup := seen[ancestor]; dup {
+			errs = append(errs, field.Duplicate(path.Child("template", "metadata", "labels").Key(trainer.AncestorLabel),
+				fmt.Sprintf("%s (also on replicated job %q)", ancestor, other)))
+		}
+		seen[ancestor] = rj.Name
+		if rj.Replicas > 1 {
+			errs = append(errs, field.Invalid(path.Child("replicas"), rj.Replicas,
+				fmt.Sprintf("must be 1 for the %s job: its scale is the TrainJob's node count", ancestor)))
+		}
+		has := false
+		for _, c := range rj.Template.Spec.Template.Spec.Containers {
+			has = has || c.Name == container
+		}
+		if !has {
+			errs = append(errs, field.Required(path.Child("template", "spec", "template", "spec", "containers"),
+				fmt.Sprintf("the %s job must have a container named %q", ancestor, container)))
+		}
+	}
+	if len(spec.Template.Spec.ReplicatedJobs) > 0 {
+		if _, ok := seen[trainer.AncestorTrainer]; !ok {
+			errs = append(errs, field.Required(rjPath, fmt.Sprintf("one replicated job must be labelled %s=%s (the job that runs the training nodes)",
+				trainer.AncestorLabel, trainer.AncestorTrainer)))
+		}
+	} else {
+		errs = append(errs, field.Required(rjPath, "a runtime needs at least one replicated job"))
+	}
+	if mp := spec.MLPolicy; mp != nil {
+		for name, set := range map[string]bool{"mpi": mp.MPI != nil, "jax": mp.JAX != nil, "xgboost": mp.XGBoost != nil, "flux": mp.Flux != nil} {
+			if set {
+				warnings = append(warnings, fmt.Sprintf("spec.mlPolicy.%s: Trainyard does not run %s runtimes yet; TrainJobs on this runtime will be rejected", name, name))
+			}
+		}
+		if mp.NumNodes != nil && *mp.NumNodes < 1 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "mlPolicy", "numNodes"), *mp.NumNodes, "must be at least 1"))
+		}
+	}
+	return warnings, errs
+}

@@ -1,0 +1,138 @@
+// Package webhooks serves Trainyard's admission webhooks: defaulting and
+// validation of TrainJobs, and validation of TrainingRuntimes and
+// ClusterTrainingRuntimes. The checks live in pkg/validation; every rejection
+// names the offending field.
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/validation"
+)
+
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
+
+// TrainJobDefaulter stamps runtimePatches[].time: a new or changed patch gets
+// the current time, an unchanged one keeps its time. Other defaults come from
+// the CRD schema.
+type TrainJobDefaulter struct {
+	Clock clock.PassiveClock
+}
+
+var _ admission.Defaulter[*trainer.TrainJob] = (*TrainJobDefaulter)(nil)
+
+// Default implements admission.Defaulter.
+func (d *TrainJobDefaulter) Default(ctx context.Context, job *trainer.TrainJob) error {
+	if len(job.Spec.RuntimePatches) == 0 {
+		return nil
+	}
+	old := map[string]trainer.RuntimePatch{}
+	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+		var oldJob trainer.TrainJob
+		if err := json.Unmarshal(req.OldObject.Raw, &oldJob); err != nil {
+			return fmt.Errorf("decoding the old TrainJob: %w", err)
+		}
+		for _, p := range oldJob.Spec.RuntimePatches {
+			old[p.Manager] = p
+		}
+	}
+	now := metav1.NewTime(d.Clock.Now().Truncate(1e9))
+	for i := range job.Spec.RuntimePatches {
+		p := &job.Spec.RuntimePatches[i]
+		prev, ok := old[p.Manager]
+		if ok && equality.Semantic.DeepEqual(prev.TrainingRuntimeSpec, p.TrainingRuntimeSpec) {
+			p.Time = prev.Time
+			continue
+		}
+		p.Time = &now
+	}
+	return nil
+}
+
+// TrainJobValidator rejects TrainJobs that could never run, with the field at fault.
+type TrainJobValidator struct {
+	Client    client.Reader
+	Framework *framework.Framework
+}
+
+var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
+
+// ValidateCreate implements admission.Validator.
+func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.TrainJob) (admission.Warnings, error) {
+	errs := validation.ValidateTrainJob(nil, job)
+	if ours(job) {
+		errs = append(errs, v.againstRuntime(ctx, nil, job, true)...)
+	}
+	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *trainer.TrainJob) (admission.Warnings, error) {
+	if !job.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	errs := validation.ValidateTrainJob(oldJob, job)
+	// Only overrides can change after creation; check them against the runtime
+	// when they do. A runtime deleted since creation must not block suspending.
+	overridesChanged := !equality.Semantic.DeepEqual(oldJob.Spec.PodTemplateOverrides, job.Spec.PodTemplateOverrides) ||
+		!equality.Semantic.DeepEqual(oldJob.Spec.RuntimePatches, job.Spec.RuntimePatches)
+	if ours(job) && overridesChanged {
+		errs = append(errs, v.againstRuntime(ctx, oldJob, job, false)...)
+	}
+	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+}
+
+// ValidateDelete implements admission.Validator.
+func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *TrainJobValidator) againstRuntime(ctx context.Context, oldJob, job *trainer.TrainJob, mustExist bool) field.ErrorList {
+	ref := field.NewPath("spec", "runtimeRef")
+	rt, err := runtime.Resolve(ctx, v.Client, job)
+	switch {
+	case errors.Is(err, runtime.ErrUnsupported):
+		kind := ""
+		if job.Spec.RuntimeRef.Kind != nil {
+			kind = *job.Spec.RuntimeRef.Kind
+		}
+		return field.ErrorList{field.NotSupported(ref.Child("kind"), kind,
+			[]string{trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind})}
+	case errors.Is(err, runtime.ErrNotFound):
+		if !mustExist {
+			return nil
+		}
+		return field.ErrorList{field.NotFound(ref.Child("name"), job.Spec.RuntimeRef.Name)}
+	case err != nil:
+		return field.ErrorList{field.InternalError(ref, err)}
+	}
+	return validation.ValidateAgainstRuntime(v.Framework, rt, oldJob, job)
+}
+
+func ours(job *trainer.TrainJob) bool {
+	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == trainer.TrainJobControllerName
+}
+
+// invalid turns field errors into the API's Invalid status, so that kubectl
+// prints each field and its message.
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(trainer.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}

@@ -52,8 +52,9 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 ##@ Test
 
 .PHONY: test
-test: verify-generated vet k8s-tools ## Run every test: unit, manifests, and integration against a real kube-apiserver + etcd.
+test: verify-generated vet k8s-tools ## Run every test: unit, manifests, integration against a real kube-apiserver + etcd, and a short fuzz pass.
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server.
@@ -63,9 +64,17 @@ test-unit: ## Run the tests that need no API server.
 test-integration: k8s-tools ## Run the integration suite against a real kube-apiserver + etcd.
 	go test $(GO_TEST_FLAGS) ./test/integration/...
 
+# Fuzz targets: package:target. go test fuzzes one target at a time.
+FUZZ_TARGETS := ./pkg/runtime/framework:FuzzBuild ./pkg/validation:FuzzValidateTrainJob ./pkg/validation:FuzzValidateRuntimeSpec
+FUZZTIME ?= 1m
+
 .PHONY: fuzz
-fuzz: ## Fuzz the pipeline for FUZZTIME (default 1m).
-	go test ./pkg/runtime/framework -run='^$$' -fuzz=FuzzBuild -fuzztime=$${FUZZTIME:-1m}
+fuzz: ## Fuzz the pipeline and the validators, FUZZTIME each (default 1m; e.g. FUZZTIME=30m for a long run).
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzzing $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+	  go test $${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) 2>&1 | tail -3; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
 .PHONY: vet
 vet: ## go vet and gofmt.

@@ -1,14 +1,14 @@
 package runtime
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
@@ -90,11 +90,9 @@ func containerPatches(in []trainer.ContainerOverride) []trainer.ContainerPatch {
 	return out
 }
 
-// ApplyPatch applies one patch to the Info with strategic-merge semantics, the
-// semantics both public override forms have: maps merge, lists with a merge key
-// (containers, env, volumes, volumeMounts, schedulingGates, imagePullSecrets)
-// merge by that key, other values replace. A patch naming a replicated job or
-// container the runtime does not have is an error.
+// ApplyPatch applies one patch to the Info (see mergePodTemplate for the merge
+// rules). A patch naming a replicated job or container the runtime does not have
+// is an error.
 func (i *Info) ApplyPatch(p Patch) error {
 	spec := p.Patch.TrainingRuntimeSpec
 	if spec == nil || spec.Template == nil {
@@ -173,38 +171,87 @@ func checkContainers(pod *corev1.PodSpec, ps *trainer.PodSpecPatch, path *field.
 	return nil
 }
 
+// mergePodTemplate applies a pod template patch. Maps merge key by key. Lists
+// keyed by name (env, volumes, containers, schedulingGates, imagePullSecrets) or
+// mount path (volumeMounts) keep the runtime's order: an entry with the same key
+// is replaced whole, a new one is appended in the patch's order. Replacing whole
+// entries (unlike a strategic merge, which merges their fields) never produces
+// an entry with two sources, such as an env var with both value and valueFrom.
+// Tolerations are a union: a queue adds the tolerations of the flavor it
+// assigned, and the runtime's own must stay. Scalars and structs replace.
 func mergePodTemplate(orig *corev1.PodTemplateSpec, pt *trainer.PodTemplatePatch) (*corev1.PodTemplateSpec, error) {
-	origJSON, err := json.Marshal(orig)
-	if err != nil {
-		return nil, fmt.Errorf("encoding pod template: %w", err)
+	out := orig.DeepCopy()
+	if md := pt.Metadata; md != nil {
+		out.Labels = mergeMaps(out.Labels, md.Labels)
+		out.Annotations = mergeMaps(out.Annotations, md.Annotations)
 	}
-	patch := map[string]any{}
-	if pt.Metadata != nil {
-		md := map[string]any{}
-		if len(pt.Metadata.Labels) > 0 {
-			md["labels"] = pt.Metadata.Labels
+	ps := pt.Spec
+	if ps == nil {
+		return out, nil
+	}
+	pod := &out.Spec
+	if ps.ServiceAccountName != nil {
+		pod.ServiceAccountName = *ps.ServiceAccountName
+	}
+	pod.Volumes = upsert(pod.Volumes, ps.Volumes, func(v corev1.Volume) string { return v.Name })
+	pod.ImagePullSecrets = upsert(pod.ImagePullSecrets, ps.ImagePullSecrets, func(v corev1.LocalObjectReference) string { return v.Name })
+	pod.SchedulingGates = upsert(pod.SchedulingGates, ps.SchedulingGates, func(v corev1.PodSchedulingGate) string { return v.Name })
+	if ps.SecurityContext != nil {
+		pod.SecurityContext = ps.SecurityContext.DeepCopy()
+	}
+	pod.NodeSelector = mergeMaps(pod.NodeSelector, ps.NodeSelector)
+	if ps.Affinity != nil {
+		pod.Affinity = ps.Affinity.DeepCopy()
+	}
+	for _, t := range ps.Tolerations {
+		if !slices.ContainsFunc(pod.Tolerations, func(have corev1.Toleration) bool {
+			return have.MatchToleration(&t) && equality.Semantic.DeepEqual(have, t)
+		}) {
+			pod.Tolerations = append(pod.Tolerations, *t.DeepCopy())
 		}
-		if len(pt.Metadata.Annotations) > 0 {
-			md["annotations"] = pt.Metadata.Annotations
+	}
+	if ps.TerminationGracePeriodSeconds != nil {
+		pod.TerminationGracePeriodSeconds = ptr.To(*ps.TerminationGracePeriodSeconds)
+	}
+	patchContainers(pod.Containers, ps.Containers)
+	patchContainers(pod.InitContainers, ps.InitContainers)
+	return out, nil
+}
+
+// patchContainers changes existing containers in place (checkContainers has
+// rejected patches for containers that do not exist).
+func patchContainers(containers []corev1.Container, patches []trainer.ContainerPatch) {
+	for _, cp := range patches {
+		for i := range containers {
+			c := &containers[i]
+			if c.Name != cp.Name {
+				continue
+			}
+			c.Env = UpsertEnv(c.Env, cp.Env...)
+			c.VolumeMounts = upsert(c.VolumeMounts, cp.VolumeMounts, func(m corev1.VolumeMount) string { return m.MountPath })
+			if cp.SecurityContext != nil {
+				c.SecurityContext = cp.SecurityContext.DeepCopy()
+			}
 		}
-		patch["metadata"] = md
 	}
-	if pt.Spec != nil {
-		patch["spec"] = pt.Spec
+}
+
+// upsert returns list with each item of add: replacing the entry with the same
+// key in place, or appended. Neither input is modified.
+func upsert[T any](list, add []T, key func(T) string) []T {
+	if len(add) == 0 {
+		return list
 	}
-	patchJSON, err := json.Marshal(patch)
-	if err != nil {
-		return nil, fmt.Errorf("encoding pod template patch: %w", err)
+	out := append([]T(nil), list...)
+	for _, a := range add {
+		i := slices.IndexFunc(out, func(have T) bool { return key(have) == key(a) })
+		if i >= 0 {
+			out[i] = a
+		} else {
+			out = append(out, a)
+		}
 	}
-	mergedJSON, err := strategicpatch.StrategicMergePatch(origJSON, patchJSON, corev1.PodTemplateSpec{})
-	if err != nil {
-		return nil, fmt.Errorf("applying pod template patch: %w", err)
-	}
-	var merged corev1.PodTemplateSpec
-	if err := json.Unmarshal(mergedJSON, &merged); err != nil {
-		return nil, fmt.Errorf("decoding patched pod template: %w", err)
-	}
-	return &merged, nil
+	return out
 }
 
 func mergeMaps(dst, src map[string]string) map[string]string {

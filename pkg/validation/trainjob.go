@@ -6,6 +6,8 @@ package validation
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -61,7 +63,8 @@ func ValidateTrainJob(oldJob, job *trainer.TrainJob) field.ErrorList {
 			}
 		}
 		if r := t.ResourcesPerNode; r != nil {
-			for res, req := range r.Requests {
+			for _, res := range slices.Sorted(maps.Keys(r.Requests)) {
+				req := r.Requests[res]
 				if lim, ok := r.Limits[res]; ok && req.Cmp(lim) > 0 {
 					errs = append(errs, field.Invalid(tp.Child("resourcesPerNode", "requests").Key(string(res)), req.String(),
 						fmt.Sprintf("must be less than or equal to the %s limit %s", res, lim.String())))

@@ -182,8 +182,10 @@ func TestBothOverrideFormsGiveTheSameJobSet(t *testing.T) {
 	pod := a.Spec.ReplicatedJobs[0].Template.Spec.Template
 	require.Equal(t, "trainer", pod.Labels["example.com/pod"])
 	require.Equal(t, map[string]string{"cloud.example.com/accelerator": "a100"}, pod.Spec.NodeSelector)
-	require.Len(t, pod.Spec.Tolerations, 1)
-	require.Equal(t, "nvidia.com/gpu", pod.Spec.Tolerations[0].Key)
+	// Tolerations are a union: the runtime's own stays, the override's is added.
+	require.Len(t, pod.Spec.Tolerations, 2)
+	require.Equal(t, "kwok.x-k8s.io/node", pod.Spec.Tolerations[0].Key)
+	require.Equal(t, "nvidia.com/gpu", pod.Spec.Tolerations[1].Key)
 	logger := pod.Spec.Containers[1]
 	require.Equal(t, "logger", logger.Name)
 	require.Equal(t, []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}, logger.Env)

@@ -6,6 +6,8 @@ package resources
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -47,7 +49,10 @@ func (*Resources) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.E
 	}
 	merged := Merge(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
 	var errs field.ErrorList
-	for name, req := range merged.Requests {
+	// Sorted, so that the same input always gives the same message (it ends up in
+	// a status condition; a changing message would rewrite status forever).
+	for _, name := range slices.Sorted(maps.Keys(merged.Requests)) {
+		req := merged.Requests[name]
 		if lim, ok := merged.Limits[name]; ok && req.Cmp(lim) > 0 {
 			errs = append(errs, field.Invalid(path.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to the %s limit %s (after merging with the runtime's resources)", name, lim.String())))

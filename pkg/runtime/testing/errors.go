@@ -1,0 +1,46 @@
+package testing
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// FieldErr is the part of a *field.Error that tests compare: its type and path.
+type FieldErr struct {
+	Type  field.ErrorType
+	Field string
+}
+
+func (e FieldErr) String() string { return fmt.Sprintf("%s: %s", e.Field, e.Type) }
+
+// FieldErrs summarises a field.ErrorList (nil for an empty list).
+func FieldErrs(errs field.ErrorList) []FieldErr {
+	var out []FieldErr
+	for _, e := range errs {
+		out = append(out, FieldErr{Type: e.Type, Field: e.Field})
+	}
+	return out
+}
+
+// FieldErrsOf summarises the field errors inside err: a *framework.InvalidError
+// gives its list, a (wrapped) *field.Error gives itself. Any other non-nil error
+// gives one FieldErr with Type "" and the message as Field, so that it shows in
+// a diff.
+func FieldErrsOf(err error) []FieldErr {
+	if err == nil {
+		return nil
+	}
+	var ie *framework.InvalidError
+	if errors.As(err, &ie) {
+		return FieldErrs(ie.Errs)
+	}
+	var fe *field.Error
+	if errors.As(err, &fe) {
+		return []FieldErr{{Type: fe.Type, Field: fe.Field}}
+	}
+	return []FieldErr{{Field: "not a field error: " + err.Error()}}
+}

@@ -1,0 +1,92 @@
+package validation
+
+import (
+	"encoding/json"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+)
+
+// torchRuntime is runtimes/torch-distributed.yaml plus an initializer and a
+// sidecar, so that fuzzed overrides can reach every kind of replicated job.
+const torchRuntime = `
+mlPolicy: {numNodes: 1, torch: {}}
+template:
+  spec:
+    replicatedJobs:
+    - name: dataset-initializer
+      template:
+        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+        spec: {template: {spec: {containers: [{name: dataset-initializer, image: busybox}]}}}
+    - name: node
+      template:
+        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+        spec: {template: {spec: {containers: [{name: node, image: pytorch}, {name: logger, image: busybox}]}}}
+`
+
+// Seeds: one valid TrainJob per shape, and the bad inputs of the admission table
+// (test/integration/webhooks).
+var trainJobSeeds = []string{
+	`{"metadata":{"name":"ok"},"spec":{"runtimeRef":{"name":"torch"},"trainer":{"numNodes":2,"image":"x","env":[{"name":"A","value":"1"}]}}}`,
+	`{"metadata":{"name":"v21"},"spec":{"runtimeRef":{"name":"torch"},"labels":{"a":"b"},"podTemplateOverrides":[{"targetJobs":[{"name":"node"}],"spec":{"nodeSelector":{"a":"b"},"containers":[{"name":"logger","env":[{"name":"X","value":"1"}]}]}}]}}`,
+	`{"metadata":{"name":"v23"},"spec":{"runtimeRef":{"name":"torch"},"runtimePatches":[{"manager":"m","trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":{"spec":{"containers":[{"name":"node","env":[{"name":"X"}]}]}}}}}]}}}}]}}`,
+	`{"metadata":{"name":"env"},"spec":{"runtimeRef":{"name":"torch"},"trainer":{"env":[{"name":"PET_NNODES","value":"3"},{"name":"RANK"}]}}}`,
+	`{"metadata":{"name":"n"},"spec":{"runtimeRef":{"name":"torch"},"trainer":{"numNodes":0,"numProcPerNode":"gpu"}}}`,
+	`{"metadata":{"name":"n"},"spec":{"runtimeRef":{"name":"torch"},"trainer":{"numProcPerNode":-3,"resourcesPerNode":{"requests":{"cpu":"4"},"limits":{"cpu":"2"}}}}}`,
+	`{"metadata":{"name":"7up"},"spec":{"runtimeRef":{"name":"torch","kind":"Deployment"},"managedBy":"x"}}`,
+	`{"metadata":{"name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"spec":{"runtimeRef":{"name":"torch"}}}`,
+	`{"metadata":{"name":"i"},"spec":{"runtimeRef":{"name":"torch"},"initializer":{"dataset":{"storageUri":"hf://x","secretRef":{"name":"s"}},"model":{"storageUri":"s3://y"}}}}`,
+	`{"metadata":{"name":"o"},"spec":{"runtimeRef":{"name":"torch"},"podTemplateOverrides":[{"targetJobs":[{"name":"launcher"}]},{"targetJobs":[]}]}}`,
+}
+
+// FuzzValidateTrainJob: no TrainJob, old or new, may make validation panic.
+func FuzzValidateTrainJob(f *testing.F) {
+	for _, s := range trainJobSeeds {
+		f.Add([]byte(s), []byte(trainJobSeeds[0]))
+	}
+	var spec trainer.TrainingRuntimeSpec
+	if err := yaml.Unmarshal([]byte(torchRuntime), &spec); err != nil {
+		f.Fatal(err)
+	}
+	rt := &runtime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, newJSON, oldJSON []byte) {
+		var job, old trainer.TrainJob
+		if json.Unmarshal(newJSON, &job) != nil {
+			return
+		}
+		_ = ValidateTrainJob(nil, &job)
+		_ = ValidateAgainstRuntime(fw, rt, nil, &job)
+		if json.Unmarshal(oldJSON, &old) == nil {
+			_ = ValidateTrainJob(&old, &job)
+			_ = ValidateAgainstRuntime(fw, rt, &old, &job)
+		}
+		if _, err := fw.Build(&job, rt); err == nil {
+			// What passes validation and builds must not fail twice the same way.
+			_, _ = fw.Build(&job, rt)
+		}
+	})
+}
+
+// FuzzValidateRuntimeSpec: no runtime may make runtime validation panic.
+func FuzzValidateRuntimeSpec(f *testing.F) {
+	f.Add([]byte(`{"template":{"spec":{"replicatedJobs":[{"name":"node","replicas":2,"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}}}}]}}}`))
+	f.Add([]byte(`{"mlPolicy":{"numNodes":0,"mpi":{},"torch":{"numProcPerNode":"auto"}},"template":{}}`))
+	if b, err := yaml.YAMLToJSON([]byte(torchRuntime)); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var spec trainer.TrainingRuntimeSpec
+		if json.Unmarshal(data, &spec) != nil {
+			return
+		}
+		_, _ = ValidateRuntimeSpec(&spec)
+	})
+}

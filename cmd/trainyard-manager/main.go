@@ -16,11 +16,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 )
 
 func main() {
@@ -40,6 +42,8 @@ func run() error {
 		qps         = flag.Float64("kube-api-qps", 50, "client requests per second to the API server")
 		burst       = flag.Int("kube-api-burst", 100, "client burst of requests to the API server")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
+		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
+		kueueMode   = flag.String("kueue-mode", string(gang.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
 		wh          = webhookOptions{}
 	)
 	flag.BoolVar(&wh.enabled, "enable-webhooks", true, "serve the admission webhooks")
@@ -58,6 +62,11 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(trainer.AddToScheme(scheme))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
+	utilruntime.Must(kueue.AddToScheme(scheme))
+	mode, err := gang.ParseMode(*kueueMode)
+	if err != nil {
+		return err
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -73,12 +82,12 @@ func run() error {
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "trainyard.trainer.kubeflow.org",
 		LeaderElectionNamespace: *leaderNS,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: *webhookPort, CertDir: wh.certDir}),
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: wh.certDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := plugins.NewFramework()
+	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode})
 	if err != nil {
 		return fmt.Errorf("registering plugins: %w", err)
 	}

@@ -30,8 +30,9 @@ type webhookOptions struct {
 
 // setupWebhooks registers the webhooks once their serving certificate is in
 // place. With internal certificate management, cert-controller creates a CA and a
-// serving certificate in a Secret, writes them to certDir, injects the CA into the
-// webhook configurations, and rotates both before they expire.
+// serving certificate in the (pre-existing) Secret, injects the CA into the
+// webhook configurations, and rotates both before they expire; the kubelet
+// projects that Secret into certDir (a volume), which cert-controller waits for.
 func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) (ready func(*http.Request) error, err error) {
 	if !o.enabled {
 		return func(*http.Request) error { return nil }, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -22,6 +24,12 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Clock decides deadlines; the real clock when nil.
 	Clock clock.PassiveClock
+}
+
+// kueueServed reports whether Kueue's Workload API (v1beta2) is installed.
+func kueueServed(mgr ctrl.Manager) bool {
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: kueue.GroupVersion.Group, Kind: "Workload"}, kueue.GroupVersion.Version)
+	return err == nil
 }
 
 // SetupWithManager registers the TrainJob controller: it watches TrainJobs, the
@@ -43,15 +51,20 @@ func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) e
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	r.Kueue = kueueServed(mgr)
+	ctrl.Log.WithName("setup").Info("TrainJob controller", "kueueWorkloads", r.Kueue)
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
 		Owns(&jobsetv1alpha2.JobSet{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
+	if r.Kueue {
+		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))
+	}
+	return b.Complete(r)
 }
 
 // runtimeToTrainJobs maps a runtime event to the TrainJobs that refer to it and

@@ -42,6 +42,17 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 		}
 	}
 
+	// A job that a queue holds back (Kueue suspended the TrainJob, or keeps its
+	// JobSet suspended) is Pending for the queue's reason, not Suspended.
+	var queued bool
+	var queueReason, queueMessage string
+	if !finished(status) && (trruntime.Suspended(job) || js == nil || ptr.Deref(js.Spec.Suspend, false)) {
+		var err error
+		if queueReason, queueMessage, queued, err = r.queueState(ctx, job, js); err != nil {
+			return err
+		}
+	}
+
 	phase, reason, message := trainer.TrainJobPending, "", ""
 	created := meta.FindStatusCondition(status.Conditions, trainer.TrainJobCreated)
 	switch {
@@ -51,6 +62,8 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 	case condTrue(status, trainer.TrainJobComplete):
 		c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobComplete)
 		phase, reason, message = trainer.TrainJobCompletePhase, c.Reason, c.Message
+	case queued:
+		reason, message = queueReason, queueMessage
 	case trruntime.Suspended(job):
 		phase, reason, message = trainer.TrainJobSuspendedPhase, trainer.TrainJobSuspendedReason, "TrainJob is suspended"
 	case created != nil && created.Status == metav1.ConditionFalse:
@@ -71,7 +84,7 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 	switch {
 	case phase == trainer.TrainJobRunning && status.StartTime == nil:
 		status.StartTime = &metav1.Time{Time: now}
-	case phase == trainer.TrainJobSuspendedPhase:
+	case phase == trainer.TrainJobSuspendedPhase || queued:
 		status.StartTime = nil // counts again from the next run, like a Job's
 	}
 	if finished(status) && status.CompletionTime == nil {

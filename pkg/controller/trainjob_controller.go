@@ -32,6 +32,9 @@ type TrainJobReconciler struct {
 	Framework *framework.Framework
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Kueue is true when Kueue's Workload API is served: status then explains
+	// why a queued job waits.
+	Kueue bool
 }
 
 // event is queued during a pass and sent only once the status write succeeded,
@@ -197,6 +200,9 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	oldPhase := job.Status.Phase
 	if err := r.summarize(ctx, job, owned, status, now); err != nil {
 		return status, evts, 0, errors.Join(retErr, err)
+	}
+	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
+		addEvent(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
 	}
 	if status.Phase == trainer.TrainJobRunning && oldPhase != trainer.TrainJobRunning {
 		addEvent(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)

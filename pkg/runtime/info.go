@@ -32,6 +32,10 @@ type Info struct {
 
 	// NumNodes is the number of training nodes (pods of the trainer job).
 	NumNodes int32
+
+	// QueueName is set when a queue (Kueue) manages the JobSet: it is created
+	// suspended, and the queue starts it.
+	QueueName string
 }
 
 // MLPolicy returns the runtime's ML policy (nil when it has none).

@@ -1,8 +1,14 @@
 // Package manifests checks the deployment manifests under manifests/ and the
 // Dockerfile without a cluster: that every document parses into its API type,
-// that RBAC is least privilege and matches what the controller needs, that the
-// manager runs with a restricted security context, and that the generated RBAC
-// is up to date with the +kubebuilder:rbac markers.
+// that RBAC is least privilege and matches what the controller and its webhook
+// certificate rotation need, that the manager runs with a restricted security
+// context and serves its webhooks behind a Service, that the overlays render,
+// and that the generated RBAC and webhook configurations are up to date with
+// their markers.
+//
+// The tests are split by subject: this file (parsing, kustomizations,
+// rendering), rbac_test.go, deployment_test.go, webhook_test.go and
+// dockerfile_test.go.
 package manifests
 
 import (
@@ -12,25 +18,21 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -46,7 +48,25 @@ const (
 	metricsService     = "trainyard-manager-metrics"
 	managerImage       = "ghcr.io/trainyard/trainyard-manager"
 
-	regenerateRBAC = "bin/controller-gen rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac"
+	// Webhooks: the Service in front of the manager's webhook server, the
+	// Secret with its certificate (mounted at webhookCertDir), and the names
+	// of the webhook configurations after the renames in
+	// manifests/base/webhook/kustomization.yaml.
+	webhookService        = "trainyard-webhook"
+	webhookSecret         = "trainyard-webhook-cert"
+	webhookPort           = 9443
+	webhookPortName       = "webhook-server"
+	webhookCertDir        = "/tmp/k8s-webhook-server/serving-certs"
+	mutatingWebhookName   = "trainyard-mutating-webhook-configuration"
+	validatingWebhookName = "trainyard-validating-webhook-configuration"
+	// The names controller-gen gives the configurations in manifests.yaml.
+	generatedMutatingName   = "mutating-webhook-configuration"
+	generatedValidatingName = "validating-webhook-configuration"
+	// RBAC of the manager's built-in webhook certificate rotation.
+	certRotationRole = "trainyard-cert-rotation"
+
+	regenerateRBAC     = "bin/controller-gen rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac"
+	regenerateWebhooks = "bin/controller-gen webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook"
 )
 
 // doc is one YAML document of a manifest file.
@@ -152,11 +172,50 @@ func loadTree(dir string) (resources []doc, kustomizations map[string]kustomizat
 // kustomization holds the fields of kustomization.yaml this repository uses;
 // strict decoding makes any other (or misspelt) field an error.
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Namespace  string   `json:"namespace,omitempty"`
-	Resources  []string `json:"resources,omitempty"`
-	Images     []image  `json:"images,omitempty"`
+	APIVersion   string        `json:"apiVersion"`
+	Kind         string        `json:"kind"`
+	Namespace    string        `json:"namespace,omitempty"`
+	Resources    []string      `json:"resources,omitempty"`
+	Images       []image       `json:"images,omitempty"`
+	Patches      []patch       `json:"patches,omitempty"`
+	Replacements []replacement `json:"replacements,omitempty"`
+}
+
+// patch is an entry of a kustomization's patches field: a strategic merge or
+// JSON 6902 patch, inline or in a file, optionally with a target.
+type patch struct {
+	Path   string    `json:"path,omitempty"`
+	Patch  string    `json:"patch,omitempty"`
+	Target *selector `json:"target,omitempty"`
+}
+
+// selector picks the objects a patch or replacement applies to.
+type selector struct {
+	Group              string `json:"group,omitempty"`
+	Version            string `json:"version,omitempty"`
+	Kind               string `json:"kind,omitempty"`
+	Name               string `json:"name,omitempty"`
+	Namespace          string `json:"namespace,omitempty"`
+	LabelSelector      string `json:"labelSelector,omitempty"`
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+}
+
+// replacement is an entry of a kustomization's replacements field.
+type replacement struct {
+	Source struct {
+		selector
+		FieldPath string `json:"fieldPath,omitempty"`
+	} `json:"source"`
+	Targets []struct {
+		Select     selector   `json:"select"`
+		Reject     []selector `json:"reject,omitempty"`
+		FieldPaths []string   `json:"fieldPaths"`
+		Options    *struct {
+			Delimiter string `json:"delimiter,omitempty"`
+			Index     int    `json:"index,omitempty"`
+			Create    bool   `json:"create,omitempty"`
+		} `json:"options,omitempty"`
+	} `json:"targets"`
 }
 
 // image is an entry of a kustomization's images field.
@@ -229,6 +288,20 @@ var typed = map[string]struct {
 	"ClusterRole":              {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRole{} }},
 	"ClusterRoleBinding":       {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRoleBinding{} }},
 	"CustomResourceDefinition": {"apiextensions.k8s.io/v1", false, func() any { return &apiextensionsv1.CustomResourceDefinition{} }},
+	"Secret":                   {"v1", true, func() any { return &corev1.Secret{} }},
+	"MutatingWebhookConfiguration": {"admissionregistration.k8s.io/v1", false, func() any {
+		return &admissionregistrationv1.MutatingWebhookConfiguration{}
+	}},
+	"ValidatingWebhookConfiguration": {"admissionregistration.k8s.io/v1", false, func() any {
+		return &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	}},
+}
+
+// certManagerKinds are the cert-manager objects of the cert-manager overlay,
+// which this module has no Go types for; all are namespaced.
+var certManagerKinds = map[string]string{
+	"Issuer":      "cert-manager.io/v1",
+	"Certificate": "cert-manager.io/v1",
 }
 
 // TestManifestsParse parses every YAML document under manifests/ and checks
@@ -277,6 +350,13 @@ func TestManifestsParse(t *testing.T) {
 	for _, d := range docs {
 		if d.apiVersion() == "" || d.kind() == "" || d.name() == "" {
 			t.Errorf("%s: apiVersion, kind and metadata.name must all be set", d)
+			continue
+		}
+		// Overlays add only cert-manager objects, in the system namespace.
+		if want, ok := certManagerKinds[d.kind()]; !ok {
+			t.Errorf("%s: kind %s is not expected in an overlay", d, d.kind())
+		} else if d.apiVersion() != want || d.namespace() != systemNamespace {
+			t.Errorf("%s: apiVersion %s in namespace %q, want %s in %q", d, d.apiVersion(), d.namespace(), want, systemNamespace)
 		}
 	}
 }
@@ -296,7 +376,10 @@ func TestKustomizations(t *testing.T) {
 	for dir, k := range overlays {
 		all[dir] = k
 	}
-	for _, dir := range []string{"manifests/base", "manifests/base/crds", "manifests/base/rbac", "manifests/base/manager", "manifests/overlays/standalone"} {
+	for _, dir := range []string{
+		"manifests/base", "manifests/base/crds", "manifests/base/rbac", "manifests/base/manager", "manifests/base/webhook",
+		"manifests/overlays/standalone", "manifests/overlays/cert-manager",
+	} {
 		if _, ok := all[dir]; !ok {
 			t.Errorf("%s/kustomization.yaml is missing", dir)
 		}
@@ -319,6 +402,17 @@ func TestKustomizations(t *testing.T) {
 				}
 			}
 			listed[filepath.Clean(r)] = true
+		}
+		for i, p := range k.Patches {
+			switch {
+			case (p.Path == "") == (p.Patch == ""):
+				t.Errorf("%s/kustomization.yaml: patch %d needs exactly one of path and patch", dir, i)
+			case p.Path != "":
+				if _, err := os.Stat(filepath.Join(repoRoot, dir, p.Path)); err != nil {
+					t.Errorf("%s/kustomization.yaml: patch %d: %v", dir, i, err)
+				}
+				listed[filepath.Clean(p.Path)] = true
+			}
 		}
 		entries, err := os.ReadDir(filepath.Join(repoRoot, dir))
 		if err != nil {
@@ -376,430 +470,14 @@ func TestKustomizations(t *testing.T) {
 	}) {
 		t.Errorf("manifests/overlays/standalone: images must set a tag or digest for %s", managerImage)
 	}
-}
-
-// rules flattens RBAC rules into sorted "group/resource: verb" permissions.
-func rules(rs []rbacv1.PolicyRule) []string {
-	var out []string
-	for _, r := range rs {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					out = append(out, fmt.Sprintf("%s/%s: %s", g, res, v))
-				}
-			}
-		}
+	// The cert-manager overlay builds on either.
+	cm := all["manifests/overlays/cert-manager"]
+	if !slices.Contains(cm.Resources, "../standalone") && !slices.Contains(cm.Resources, "../../base") {
+		t.Errorf("manifests/overlays/cert-manager: resources %q include neither ../standalone nor ../../base", cm.Resources)
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-func permissions(group string, resources []string, verbs ...string) []string {
-	var out []string
-	for _, r := range resources {
-		for _, v := range verbs {
-			out = append(out, fmt.Sprintf("%s/%s: %s", group, r, v))
-		}
-	}
-	return out
-}
-
-func sorted(parts ...[]string) []string {
-	out := slices.Concat(parts...)
-	sort.Strings(out)
-	return out
-}
-
-// TestRBACNoWildcards checks that no Role or ClusterRole grants "*" (or any
-// pattern) in apiGroups, resources, verbs, resourceNames or nonResourceURLs,
-// and that none aggregates other roles.
-func TestRBACNoWildcards(t *testing.T) {
-	tr := base(t)
-	n := 0
-	for _, d := range tr.docs {
-		var rs []rbacv1.PolicyRule
-		switch d.kind() {
-		case "Role":
-			rs = decodeInto[rbacv1.Role](t, d).Rules
-		case "ClusterRole":
-			cr := decodeInto[rbacv1.ClusterRole](t, d)
-			if cr.AggregationRule != nil {
-				t.Errorf("%s: aggregationRule grants whatever other roles hold", d)
-			}
-			rs = cr.Rules
-		default:
-			continue
-		}
-		n++
-		if len(rs) == 0 {
-			t.Errorf("%s: no rules", d)
-		}
-		for i, r := range rs {
-			for field, vals := range map[string][]string{
-				"apiGroups": r.APIGroups, "resources": r.Resources, "verbs": r.Verbs,
-				"resourceNames": r.ResourceNames, "nonResourceURLs": r.NonResourceURLs,
-			} {
-				for _, v := range vals {
-					if strings.Contains(v, "*") {
-						t.Errorf("%s: rule %d: wildcard %q in %s", d, i, v, field)
-					}
-				}
-			}
-			if len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0 {
-				t.Errorf("%s: rule %d must name apiGroups, resources and verbs: %+v", d, i, r)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("no Role or ClusterRole found")
-	}
-}
-
-// TestManagerClusterRole checks that the manager's ClusterRole grants exactly
-// what the controller needs: no more, no less.
-func TestManagerClusterRole(t *testing.T) {
-	cr := decodeInto[rbacv1.ClusterRole](t, base(t).find(t, "ClusterRole", managerName))
-	want := sorted(
-		permissions("trainer.kubeflow.org", []string{"trainjobs"}, "get", "list", "watch", "update", "patch"),
-		permissions("trainer.kubeflow.org", []string{"trainjobs/status"}, "get", "update", "patch"),
-		// Setting blockOwnerDeletion on the JobSet needs this where OwnerReferencesPermissionEnforcement is on.
-		permissions("trainer.kubeflow.org", []string{"trainjobs/finalizers"}, "update"),
-		permissions("trainer.kubeflow.org", []string{"trainingruntimes", "clustertrainingruntimes"}, "get", "list", "watch"),
-		permissions("jobset.x-k8s.io", []string{"jobsets"}, "get", "list", "watch", "create", "update", "patch", "delete"),
-		permissions("events.k8s.io", []string{"events"}, "create", "patch", "update"),
-	)
-	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
-		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", managerName, diff)
-	}
-}
-
-// TestLeaderElectionRole checks that leader election is granted by a
-// namespaced Role with exactly the Lease and Event permissions it uses.
-func TestLeaderElectionRole(t *testing.T) {
-	d := base(t).find(t, "Role", leaderElectionRole)
-	role := decodeInto[rbacv1.Role](t, d)
-	if ns := role.Namespace; ns != systemNamespace {
-		t.Errorf("%s: namespace %q, want %q", d, ns, systemNamespace)
-	}
-	want := sorted(
-		permissions("coordination.k8s.io", []string{"leases"}, "get", "list", "watch", "create", "update", "patch", "delete"),
-		permissions("events.k8s.io", []string{"events"}, "create", "patch"),
-		// controller-runtime's leader-election recorder writes core/v1 Events.
-		permissions("", []string{"events"}, "create", "patch"),
-	)
-	if diff := cmp.Diff(want, rules(role.Rules)); diff != "" {
-		t.Errorf("Role %s permissions (-want +got):\n%s", leaderElectionRole, diff)
-	}
-}
-
-// TestRoleBindings checks that both roles are bound to the manager's
-// ServiceAccount, and to nothing else.
-func TestRoleBindings(t *testing.T) {
-	tr := base(t)
-	tr.find(t, "ServiceAccount", managerName)
-	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: systemNamespace}}
-
-	crb := decodeInto[rbacv1.ClusterRoleBinding](t, tr.find(t, "ClusterRoleBinding", managerName))
-	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: managerName}, crb.RoleRef); diff != "" {
-		t.Errorf("ClusterRoleBinding %s roleRef (-want +got):\n%s", managerName, diff)
-	}
-	if diff := cmp.Diff(wantSubjects, crb.Subjects); diff != "" {
-		t.Errorf("ClusterRoleBinding %s subjects (-want +got):\n%s", managerName, diff)
-	}
-
-	rb := decodeInto[rbacv1.RoleBinding](t, tr.find(t, "RoleBinding", leaderElectionRole))
-	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leaderElectionRole}, rb.RoleRef); diff != "" {
-		t.Errorf("RoleBinding %s roleRef (-want +got):\n%s", leaderElectionRole, diff)
-	}
-	if diff := cmp.Diff(wantSubjects, rb.Subjects); diff != "" {
-		t.Errorf("RoleBinding %s subjects (-want +got):\n%s", leaderElectionRole, diff)
-	}
-	if rb.Namespace != systemNamespace {
-		t.Errorf("RoleBinding %s: namespace %q, want %q", leaderElectionRole, rb.Namespace, systemNamespace)
-	}
-
-	// Every binding must refer to a role defined here.
-	for _, d := range tr.docs {
-		var ref rbacv1.RoleRef
-		switch d.kind() {
-		case "RoleBinding":
-			ref = decodeInto[rbacv1.RoleBinding](t, d).RoleRef
-		case "ClusterRoleBinding":
-			ref = decodeInto[rbacv1.ClusterRoleBinding](t, d).RoleRef
-		default:
-			continue
-		}
-		if !slices.ContainsFunc(tr.docs, func(o doc) bool { return o.kind() == ref.Kind && o.name() == ref.Name }) {
-			t.Errorf("%s: roleRef %s %q is not defined in manifests/base", d, ref.Kind, ref.Name)
-		}
-	}
-}
-
-// managerFlags returns the flags that the manager binary accepts, from its
-// -h output. It builds the binary, so it is skipped with -short.
-var managerFlags = sync.OnceValues(func() (map[string]bool, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "trainyard-manifests-test")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	bin := filepath.Join(dir, "trainyard-manager")
-	build := exec.Command(goBin, "build", "-o", bin, "./cmd/trainyard-manager")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/trainyard-manager: %w\n%s", err, out)
-	}
-	// -h prints the usage and exits (0 or 2 depending on the flag set).
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+-([A-Za-z0-9][A-Za-z0-9_.-]*)`).FindAllStringSubmatch(string(out), -1) {
-		flags[m[1]] = true
-	}
-	if len(flags) == 0 {
-		return nil, fmt.Errorf("no flags in the output of trainyard-manager -h:\n%s", out)
-	}
-	return flags, nil
-})
-
-// addrPort returns the port of a listen address such as ":8080".
-func addrPort(t *testing.T, addr string) int32 {
-	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("address %q: %v", addr, err)
-	}
-	n, err := strconv.ParseInt(p, 10, 32)
-	if err != nil {
-		t.Fatalf("address %q: %v", addr, err)
-	}
-	return int32(n)
-}
-
-// containerPort resolves a probe or Service target port against a container.
-func containerPort(c corev1.Container, p intstr.IntOrString) int32 {
-	if p.Type == intstr.Int {
-		return p.IntVal
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return cp.ContainerPort
-		}
-	}
-	return -1
-}
-
-// TestManagerDeployment checks the manager's Deployment: restricted pod and
-// container security contexts, resources, probes, ports and arguments.
-func TestManagerDeployment(t *testing.T) {
-	tr := base(t)
-	dep := decodeInto[appsv1.Deployment](t, tr.find(t, "Deployment", managerName))
-	spec := dep.Spec.Template.Spec
-
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
-		t.Errorf("replicas: %v, want 1", dep.Spec.Replicas)
-	}
-	if spec.ServiceAccountName != managerName {
-		t.Errorf("serviceAccountName %q, want %q", spec.ServiceAccountName, managerName)
-	}
-	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
-		t.Error("the pod must not use the host's network, PID or IPC namespaces")
-	}
-	sel := dep.Spec.Selector
-	if sel == nil || len(sel.MatchLabels) == 0 {
-		t.Fatal("the Deployment needs spec.selector.matchLabels")
-	}
-	for k, v := range sel.MatchLabels {
-		if dep.Spec.Template.Labels[k] != v {
-			t.Errorf("selector label %s=%s is not on the pod template", k, v)
-		}
-	}
-
-	// Pod security context.
-	psc := spec.SecurityContext
-	if psc == nil {
-		t.Fatal("the pod has no securityContext")
-	}
-	if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-		t.Error("pod securityContext.runAsNonRoot must be true")
-	}
-	if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Error("pod securityContext.seccompProfile.type must be RuntimeDefault")
-	}
-
-	// Container security contexts.
-	if len(spec.Containers) != 1 {
-		t.Fatalf("want 1 container, got %d", len(spec.Containers))
-	}
-	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
-		sc := c.SecurityContext
-		if sc == nil {
-			t.Errorf("container %s has no securityContext", c.Name)
-			continue
-		}
-		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			t.Errorf("container %s: allowPrivilegeEscalation must be false", c.Name)
-		}
-		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-			t.Errorf("container %s: readOnlyRootFilesystem must be true", c.Name)
-		}
-		if sc.Privileged != nil && *sc.Privileged {
-			t.Errorf("container %s must not be privileged", c.Name)
-		}
-		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
-			t.Errorf("container %s: runAsNonRoot must not be false", c.Name)
-		}
-		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
-			t.Errorf("container %s must not run as root", c.Name)
-		}
-		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
-			t.Errorf("container %s: capabilities.drop must include ALL", c.Name)
-		} else if len(sc.Capabilities.Add) > 0 {
-			t.Errorf("container %s: capabilities.add must be empty, got %v", c.Name, sc.Capabilities.Add)
-		}
-		if sc.SeccompProfile != nil && sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-			t.Errorf("container %s: seccompProfile.type must be RuntimeDefault", c.Name)
-		}
-	}
-
-	c := spec.Containers[0]
-	if img, _, _ := strings.Cut(c.Image, ":"); img != managerImage {
-		t.Errorf("image %q; the overlays set %s, so the base must use that name", c.Image, managerImage)
-	}
-
-	// Resources.
-	req, lim := c.Resources.Requests, c.Resources.Limits
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := req[r]; !ok || q.IsZero() {
-			t.Errorf("container %s: no %s request", c.Name, r)
-		}
-	}
-	if q, ok := lim[corev1.ResourceMemory]; !ok || q.IsZero() {
-		t.Errorf("container %s: no memory limit", c.Name)
-	} else if r := req[corev1.ResourceMemory]; r.Cmp(q) > 0 {
-		t.Errorf("container %s: memory request %s exceeds limit %s", c.Name, r.String(), q.String())
-	}
-	if q, ok := lim[corev1.ResourceCPU]; ok && q.Cmp(resource.MustParse("100m")) < 0 {
-		t.Errorf("container %s: CPU limit %s is too small to run the manager", c.Name, q.String())
-	}
-
-	// Arguments.
-	for _, want := range []string{
-		"--leader-elect",
-		"--leader-election-namespace=$(POD_NAMESPACE)",
-		"--metrics-bind-address=:8080",
-		"--health-probe-bind-address=:8081",
-	} {
-		if !slices.Contains(c.Args, want) {
-			t.Errorf("container %s: args %q lack %q", c.Name, c.Args, want)
-		}
-	}
-	args := map[string]string{}
-	for _, a := range c.Args {
-		name, val, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		args[name] = val
-	}
-	if testing.Short() {
-		t.Log("-short: not checking the args against the manager's flags")
-	} else if flags, err := managerFlags(); err != nil {
-		t.Errorf("reading the manager's flags: %v", err)
-	} else {
-		for name := range args {
-			if !flags[name] {
-				t.Errorf("container %s: trainyard-manager has no flag -%s", c.Name, name)
-			}
-		}
-	}
-	envOK := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
-		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
-			e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
-	})
-	if !envOK {
-		t.Errorf("container %s: POD_NAMESPACE must come from the downward API (fieldRef metadata.namespace)", c.Name)
-	}
-
-	// Ports and probes, consistent with the bind addresses.
-	for _, name := range []string{"metrics-bind-address", "health-probe-bind-address"} {
-		if args[name] == "" {
-			t.Fatalf("container %s: no --%s=ADDRESS in args; cannot check its ports", c.Name, name)
-		}
-	}
-	metricsPort := addrPort(t, args["metrics-bind-address"])
-	probePort := addrPort(t, args["health-probe-bind-address"])
-	if metricsPort != 8080 || probePort != 8081 {
-		t.Errorf("metrics on %d and probes on %d, want 8080 and 8081", metricsPort, probePort)
-	}
-	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
-		return p.Name == "metrics" && p.ContainerPort == metricsPort
-	}) {
-		t.Errorf("container %s: no port named metrics on %d", c.Name, metricsPort)
-	}
-	for _, p := range []struct {
-		kind, path string
-		probe      *corev1.Probe
-	}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			t.Errorf("container %s: no HTTP %s probe", c.Name, p.kind)
-			continue
-		}
-		if got := p.probe.HTTPGet.Path; got != p.path {
-			t.Errorf("container %s: %s probe path %q, want %q", c.Name, p.kind, got, p.path)
-		}
-		if got := containerPort(c, p.probe.HTTPGet.Port); got != probePort {
-			t.Errorf("container %s: %s probe port %d, want %d", c.Name, p.kind, got, probePort)
-		}
-	}
-
-	// The metrics Service selects the manager's pods and reaches the metrics port.
-	svc := decodeInto[corev1.Service](t, tr.find(t, "Service", metricsService))
-	if len(svc.Spec.Selector) == 0 {
-		t.Errorf("Service %s has no selector", metricsService)
-	}
-	for k, v := range svc.Spec.Selector {
-		if dep.Spec.Template.Labels[k] != v {
-			t.Errorf("Service %s selects %s=%s, which the manager's pods lack", metricsService, k, v)
-		}
-	}
-	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
-		target := p.TargetPort
-		if target.Type == intstr.Int && target.IntVal == 0 {
-			target = intstr.FromInt32(p.Port)
-		}
-		return p.Port == 8080 && containerPort(c, target) == metricsPort
-	}) {
-		t.Errorf("Service %s must expose port 8080 to the manager's metrics port", metricsService)
-	}
-}
-
-// TestGeneratedRBACUpToDate regenerates the ClusterRole with controller-gen
-// and compares it with manifests/base/rbac/role.yaml.
-func TestGeneratedRBACUpToDate(t *testing.T) {
-	bin, err := filepath.Abs(filepath.Join(repoRoot, "bin", "controller-gen"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there to check that manifests/base/rbac/role.yaml is up to date", bin)
-	}
-	out := t.TempDir()
-	cmd := exec.Command(bin, "rbac:roleName="+managerName, "paths=./pkg/...", "output:rbac:artifacts:config="+out)
-	cmd.Dir = repoRoot
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, b)
-	}
-	generated, err := os.ReadFile(filepath.Join(out, "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := os.ReadFile(filepath.Join(repoRoot, "manifests", "base", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(generated), string(committed)); diff != "" {
-		t.Errorf("manifests/base/rbac/role.yaml is out of date with the +kubebuilder:rbac markers; regenerate it with\n  %s\n(-generated +committed):\n%s", regenerateRBAC, diff)
+	// The generated webhook configurations are part of the base.
+	if !slices.Contains(all["manifests/base/webhook"].Resources, "manifests.yaml") {
+		t.Errorf("manifests/base/webhook/kustomization.yaml does not list the generated manifests.yaml")
 	}
 }
 
@@ -818,147 +496,100 @@ func kubectl(t *testing.T) string {
 	return p
 }
 
-// TestKustomizeBuild renders the base and the standalone overlay with
-// `kubectl kustomize` (no cluster needed) and checks the result.
-func TestKustomizeBuild(t *testing.T) {
+// rendered caches the output of `kubectl kustomize` per directory.
+var rendered sync.Map // directory -> func() ([]doc, error)
+
+// render renders a kustomization directory (relative to the repository root)
+// with `kubectl kustomize`; no cluster is needed.
+func render(t *testing.T, dir string) []doc {
+	t.Helper()
 	kc := kubectl(t)
+	f, _ := rendered.LoadOrStore(dir, sync.OnceValues(func() ([]doc, error) {
+		cmd := exec.Command(kc, "kustomize", dir)
+		cmd.Dir = repoRoot
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("kubectl kustomize %s: %w\n%s", dir, err, stderr.String())
+		}
+		return decodeDocs(dir, bytes.NewReader(out))
+	}))
+	docs, err := f.(func() ([]doc, error))()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// findIn returns the single document of the given kind and name in docs.
+func findIn(t *testing.T, docs []doc, kind, name string) doc {
+	t.Helper()
+	return tree{docs: docs}.find(t, kind, name)
+}
+
+// renamed maps the objects under manifests/base whose names the
+// kustomizations change to their rendered names.
+var renamed = map[string]string{
+	"MutatingWebhookConfiguration/" + generatedMutatingName:     "MutatingWebhookConfiguration/" + mutatingWebhookName,
+	"ValidatingWebhookConfiguration/" + generatedValidatingName: "ValidatingWebhookConfiguration/" + validatingWebhookName,
+}
+
+// checkRendered checks that rendered objects decode strictly into their API
+// types, and that namespaced ones are in the system namespace. It returns
+// their kind/name keys.
+func checkRendered(t *testing.T, docs []doc) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	for _, d := range docs {
+		got[d.kind()+"/"+d.name()] = true
+		if _, ok := certManagerKinds[d.kind()]; ok {
+			if d.namespace() != systemNamespace {
+				t.Errorf("%s: namespace %q, want %q", d, d.namespace(), systemNamespace)
+			}
+			continue
+		}
+		ty, ok := typed[d.kind()]
+		if !ok {
+			t.Errorf("unexpected kind in output: %s", d)
+			continue
+		}
+		if err := yaml.UnmarshalStrict(d.json, ty.new()); err != nil {
+			t.Errorf("%s: does not decode strictly into %s: %v", d, d.kind(), err)
+		}
+		if ty.namespaced && d.namespace() != systemNamespace {
+			t.Errorf("%s: namespace %q, want %q", d, d.namespace(), systemNamespace)
+		}
+	}
+	return got
+}
+
+// TestKustomizeBuild renders the base and the standalone overlay with
+// `kubectl kustomize` (no cluster needed) and checks that they hold exactly
+// the objects of the files under manifests/base, as renamed by the
+// kustomizations. The cert-manager overlay has its own test in
+// webhook_test.go.
+func TestKustomizeBuild(t *testing.T) {
 	tr := base(t)
 	want := map[string]bool{}
 	for _, d := range tr.docs {
-		want[d.kind()+"/"+d.name()] = true
+		key := d.kind() + "/" + d.name()
+		if to, ok := renamed[key]; ok {
+			key = to
+		}
+		want[key] = true
 	}
 	for _, dir := range []string{"manifests/base", "manifests/overlays/standalone"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			cmd := exec.Command(kc, "kustomize", dir)
-			cmd.Dir = repoRoot
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
-			}
-			docs, err := decodeDocs(dir, bytes.NewReader(out))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]bool{}
-			for _, d := range docs {
-				got[d.kind()+"/"+d.name()] = true
-				ty, ok := typed[d.kind()]
-				switch {
-				case !ok:
-					t.Errorf("unexpected kind in output: %s", d)
-				case ty.namespaced && d.namespace() != systemNamespace:
-					t.Errorf("%s: namespace %q, want %q", d, d.namespace(), systemNamespace)
-				}
-				if d.kind() == "Deployment" && d.name() == managerName {
-					dep := decodeInto[appsv1.Deployment](t, d)
-					if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, managerImage+":") && !strings.HasPrefix(img, managerImage+"@") {
-						t.Errorf("manager image %q, want %s with a tag or digest", img, managerImage)
-					}
-				}
+			docs := render(t, dir)
+			got := checkRendered(t, docs)
+			dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
+			if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, managerImage+":") && !strings.HasPrefix(img, managerImage+"@") {
+				t.Errorf("manager image %q, want %s with a tag or digest", img, managerImage)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("objects rendered from %s differ from the files under manifests/base (-files +rendered):\n%s", dir, diff)
 			}
 		})
-	}
-}
-
-// TestDockerfile checks the Dockerfile's stages and that its build context
-// holds every package of this module that the manager imports.
-func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var from, copied []string
-	var user, entrypoint, build string
-	// Join continuation lines, so that each instruction is one line.
-	text := strings.ReplaceAll(string(data), "\\\n", " ")
-	for _, line := range strings.Split(text, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
-			continue
-		}
-		switch strings.ToUpper(fields[0]) {
-		case "FROM":
-			from = append(from, fields[1])
-		case "COPY":
-			if len(from) == 1 && len(fields) >= 3 && !strings.HasPrefix(fields[1], "--") {
-				for _, src := range fields[1 : len(fields)-1] {
-					copied = append(copied, strings.TrimSuffix(src, "/"))
-				}
-			}
-		case "USER":
-			user = strings.Join(fields[1:], " ")
-		case "ENTRYPOINT":
-			entrypoint = strings.Join(fields[1:], " ")
-		case "RUN":
-			if strings.Contains(line, "go build") {
-				build = line
-			}
-		}
-	}
-	if diff := cmp.Diff([]string{"golang:1.26", "gcr.io/distroless/static:nonroot"}, from); diff != "" {
-		t.Errorf("Dockerfile stages (-want +got):\n%s", diff)
-	}
-	if user != "65532:65532" {
-		t.Errorf("USER %q, want 65532:65532", user)
-	}
-	if entrypoint != `["/trainyard-manager"]` {
-		t.Errorf("ENTRYPOINT %s, want [\"/trainyard-manager\"]", entrypoint)
-	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-o /out/trainyard-manager ./cmd/trainyard-manager"} {
-		if !strings.Contains(build, want) {
-			t.Errorf("the builder's go build step lacks %q: %s", want, build)
-		}
-	}
-
-	ignored := map[string]bool{}
-	if b, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				ignored[strings.Trim(l, "/")] = true
-			}
-		}
-	}
-	for _, c := range copied {
-		if ignored[c] {
-			t.Errorf("the Dockerfile copies %s, but .dockerignore excludes it", c)
-		}
-	}
-	for _, need := range []string{"go.mod", "go.sum"} {
-		if !slices.Contains(copied, need) {
-			t.Errorf("the builder stage does not copy %s", need)
-		}
-	}
-
-	if testing.Short() {
-		t.Skip("-short: not listing the manager's packages")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go not on PATH")
-	}
-	cmd := exec.Command(goBin, "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/trainyard-manager")
-	cmd.Dir = repoRoot
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range strings.Fields(string(out)) {
-		rel, err := filepath.Rel(root, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-		if !slices.Contains(copied, top) {
-			t.Errorf("the manager imports a package in %s, but the Dockerfile does not copy %s/", rel, top)
-		}
 	}
 }

@@ -134,8 +134,8 @@ func TestNew(t *testing.T) {
 			wantNames: []string{"all", "v"},
 		},
 		"the real plugins": {
-			plugins:   plugins.Ordered(),
-			wantNames: []string{"Resources", "Torch", "PlainML", "JobSet"},
+			plugins:   plugins.Ordered(plugins.Options{}),
+			wantNames: []string{"Resources", "Torch", "PlainML", "Kueue", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},
@@ -162,7 +162,7 @@ func TestNew(t *testing.T) {
 			wantErr: []string{`"s"`, `"all"`, "more than one status plugin"},
 		},
 		"the real plugins twice": {
-			plugins: append(plugins.Ordered(), plugins.Ordered()...),
+			plugins: append(plugins.Ordered(plugins.Options{}), plugins.Ordered(plugins.Options{})...),
 			wantErr: []string{`"Resources"`, "duplicate plugin name"},
 		},
 	}

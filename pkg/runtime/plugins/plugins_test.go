@@ -23,11 +23,11 @@ import (
 
 func TestOrdered(t *testing.T) {
 	var names []string
-	for _, p := range plugins.Ordered() {
+	for _, p := range plugins.Ordered(plugins.Options{}) {
 		names = append(names, p.Name())
 	}
 	// Resources before the ML policies (they read merged resources), JobSet last.
-	if diff := cmp.Diff([]string{"Resources", "Torch", "PlainML", "JobSet"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"Resources", "Torch", "PlainML", "Kueue", "JobSet"}, names); diff != "" {
 		t.Errorf("Ordered (-want +got):\n%s", diff)
 	}
 	fw, err := plugins.NewFramework()

@@ -31,11 +31,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
@@ -77,6 +79,7 @@ func Scheme() *k8sruntime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(trainer.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
+	utilruntime.Must(kueue.AddToScheme(s))
 	return s
 }
 
@@ -116,12 +119,19 @@ func Start(opts ...Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	kueueDir, err := moduleDir("sigs.k8s.io/kueue")
+	if err != nil {
+		return nil, err
+	}
 	e := &Env{Scheme: Scheme()}
 	e.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "manifests", "base", "crds"),
 			filepath.Join(jobsetDir, "config", "components", "crd", "bases"),
+			// Kueue's CRDs without their conversion webhook: tests use only the
+			// storage version, v1beta2.
+			filepath.Join(kueueDir, "config", "components", "crd", "bases"),
 		},
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: time.Minute,
@@ -190,7 +200,8 @@ func (e *Env) startGC(assets string) error {
 
 // ManagerOptions change how StartManager runs Trainyard.
 type ManagerOptions struct {
-	Clock clock.PassiveClock
+	Clock     clock.PassiveClock
+	KueueMode gang.Mode
 }
 
 // StartManager runs Trainyard's manager in-process until StopManager or Stop.
@@ -215,7 +226,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := plugins.NewFramework()
+	fw, err := plugins.NewFramework(plugins.Options{KueueMode: opts.KueueMode})
 	if err != nil {
 		return err
 	}

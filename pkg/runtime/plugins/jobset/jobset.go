@@ -78,7 +78,8 @@ func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]client.Object
 			}
 		}
 	}
-	spec.Suspend = ptr.To(runtime.Suspended(job))
+	// A queue-managed JobSet starts suspended; the queue unsuspends it on admission.
+	spec.Suspend = ptr.To(runtime.Suspended(job) || info.QueueName != "")
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{

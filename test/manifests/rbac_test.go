@@ -1,0 +1,334 @@
+package manifests
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// rules flattens RBAC rules into sorted permissions: "group/resource: verb",
+// or "group/resource: verb (name)" for each name of a rule limited by
+// resourceNames.
+func rules(rs []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rs {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if len(r.ResourceNames) == 0 {
+						out = append(out, fmt.Sprintf("%s/%s: %s", g, res, v))
+					}
+					for _, name := range r.ResourceNames {
+						out = append(out, fmt.Sprintf("%s/%s: %s (%s)", g, res, v, name))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// permissions returns the permissions of verbs on all objects of resources.
+func permissions(group string, resources []string, verbs ...string) []string {
+	var out []string
+	for _, r := range resources {
+		for _, v := range verbs {
+			out = append(out, fmt.Sprintf("%s/%s: %s", group, r, v))
+		}
+	}
+	return out
+}
+
+// named returns the permissions of verbs on the one object called name.
+func named(group, resource, name string, verbs ...string) []string {
+	var out []string
+	for _, v := range verbs {
+		out = append(out, fmt.Sprintf("%s/%s: %s (%s)", group, resource, v, name))
+	}
+	return out
+}
+
+func sorted(parts ...[]string) []string {
+	out := slices.Concat(parts...)
+	sort.Strings(out)
+	return out
+}
+
+// policyRules returns the rules of a Role or ClusterRole document.
+func policyRules(t *testing.T, d doc) []rbacv1.PolicyRule {
+	t.Helper()
+	if d.kind() == "ClusterRole" {
+		return decodeInto[rbacv1.ClusterRole](t, d).Rules
+	}
+	return decodeInto[rbacv1.Role](t, d).Rules
+}
+
+// TestRBACNoWildcards checks that no Role or ClusterRole grants "*" (or any
+// pattern) in apiGroups, resources, verbs, resourceNames or nonResourceURLs,
+// and that none aggregates other roles.
+func TestRBACNoWildcards(t *testing.T) {
+	tr := base(t)
+	n := 0
+	for _, d := range tr.docs {
+		var rs []rbacv1.PolicyRule
+		switch d.kind() {
+		case "Role":
+			rs = decodeInto[rbacv1.Role](t, d).Rules
+		case "ClusterRole":
+			cr := decodeInto[rbacv1.ClusterRole](t, d)
+			if cr.AggregationRule != nil {
+				t.Errorf("%s: aggregationRule grants whatever other roles hold", d)
+			}
+			rs = cr.Rules
+		default:
+			continue
+		}
+		n++
+		if len(rs) == 0 {
+			t.Errorf("%s: no rules", d)
+		}
+		for i, r := range rs {
+			for field, vals := range map[string][]string{
+				"apiGroups": r.APIGroups, "resources": r.Resources, "verbs": r.Verbs,
+				"resourceNames": r.ResourceNames, "nonResourceURLs": r.NonResourceURLs,
+			} {
+				for _, v := range vals {
+					if strings.Contains(v, "*") {
+						t.Errorf("%s: rule %d: wildcard %q in %s", d, i, v, field)
+					}
+				}
+			}
+			if len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0 {
+				t.Errorf("%s: rule %d must name apiGroups, resources and verbs: %+v", d, i, r)
+			}
+			// resourceNames cannot limit these verbs: a create has no name yet,
+			// and informers list and watch without a field selector, so such a
+			// rule would grant less than it seems to (or, for an informer,
+			// nothing at all).
+			if len(r.ResourceNames) > 0 {
+				for _, v := range r.Verbs {
+					if slices.Contains([]string{"create", "list", "watch", "deletecollection"}, v) {
+						t.Errorf("%s: rule %d limits %q with resourceNames, which does not work for that verb", d, i, v)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Role or ClusterRole found")
+	}
+}
+
+// TestSecretAccess checks that no ClusterRole reaches Secrets, and that a Role
+// does so only to list and watch (which an informer needs and resourceNames
+// cannot limit) or on Secrets it names.
+func TestSecretAccess(t *testing.T) {
+	for _, d := range base(t).docs {
+		if d.kind() != "Role" && d.kind() != "ClusterRole" {
+			continue
+		}
+		for i, r := range policyRules(t, d) {
+			if !slices.Contains(r.APIGroups, "") || !slices.ContainsFunc(r.Resources, func(res string) bool {
+				return res == "secrets" || strings.HasPrefix(res, "secrets/")
+			}) {
+				continue
+			}
+			if d.kind() == "ClusterRole" {
+				t.Errorf("%s: rule %d grants %v on Secrets in every namespace", d, i, r.Verbs)
+				continue
+			}
+			for _, v := range r.Verbs {
+				if v != "list" && v != "watch" && len(r.ResourceNames) == 0 {
+					t.Errorf("%s: rule %d grants %s on every Secret of the namespace; limit it with resourceNames", d, i, v)
+				}
+			}
+		}
+	}
+}
+
+// TestManagerClusterRole checks that the manager's ClusterRole grants exactly
+// what the controller needs: no more, no less.
+func TestManagerClusterRole(t *testing.T) {
+	cr := decodeInto[rbacv1.ClusterRole](t, base(t).find(t, "ClusterRole", managerName))
+	want := sorted(
+		// delete: finished TrainJobs are deleted once past ttlSecondsAfterFinished.
+		permissions("trainer.kubeflow.org", []string{"trainjobs"}, "get", "list", "watch", "update", "patch", "delete"),
+		permissions("trainer.kubeflow.org", []string{"trainjobs/status"}, "get", "update", "patch"),
+		// Setting blockOwnerDeletion on the JobSet needs this where OwnerReferencesPermissionEnforcement is on.
+		permissions("trainer.kubeflow.org", []string{"trainjobs/finalizers"}, "update"),
+		permissions("trainer.kubeflow.org", []string{"trainingruntimes", "clustertrainingruntimes"}, "get", "list", "watch"),
+		permissions("jobset.x-k8s.io", []string{"jobsets"}, "get", "list", "watch", "create", "update", "patch", "delete"),
+		permissions("events.k8s.io", []string{"events"}, "create", "patch", "update"),
+		// Status (node counts, start and completion times) comes from the
+		// JobSets' pods, which the manager only reads through its cache.
+		permissions("", []string{"pods"}, "get", "list", "watch"),
+		// Kueue Workloads, read to explain why a queued TrainJob waits.
+		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
+	)
+	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
+		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", managerName, diff)
+	}
+}
+
+// TestLeaderElectionRole checks that leader election is granted by a
+// namespaced Role with exactly the Lease and Event permissions it uses.
+func TestLeaderElectionRole(t *testing.T) {
+	d := base(t).find(t, "Role", leaderElectionRole)
+	role := decodeInto[rbacv1.Role](t, d)
+	if ns := role.Namespace; ns != systemNamespace {
+		t.Errorf("%s: namespace %q, want %q", d, ns, systemNamespace)
+	}
+	want := sorted(
+		permissions("coordination.k8s.io", []string{"leases"}, "get", "list", "watch", "create", "update", "patch", "delete"),
+		permissions("events.k8s.io", []string{"events"}, "create", "patch"),
+		// controller-runtime's leader-election recorder writes core/v1 Events.
+		permissions("", []string{"events"}, "create", "patch"),
+	)
+	if diff := cmp.Diff(want, rules(role.Rules)); diff != "" {
+		t.Errorf("Role %s permissions (-want +got):\n%s", leaderElectionRole, diff)
+	}
+}
+
+// TestCertRotationRBAC checks that the manager's webhook certificate rotation
+// (github.com/open-policy-agent/cert-controller v0.16.0, pkg/rotator, used with
+// --cert-management=internal) gets exactly what it uses:
+//   - Secrets, in the manager's namespace: list and watch, for the informer of
+//     the rotator's namespaced cache that every read goes through (the
+//     reconciler watches Secrets with source.Kind on that cache;
+//     refreshCertIfNeeded and Reconcile read the Secret from it); update, of
+//     the certificate Secret only, as writeSecret writes it with
+//     client.Update. It never creates the Secret: refreshCertIfNeeded fails
+//     if it is missing, so it is part of the base.
+//   - Mutating and validating webhook configurations: list and watch,
+//     cluster-wide, for the informers of that cache (they are cluster-scoped,
+//     and the reconciler watches them and reads them from the cache in
+//     ensureCerts); update, of Trainyard's two configurations only, as
+//     ensureCerts writes the caBundle with client.Update.
+//
+// No get and no patch: nothing reads past the cache or patches.
+func TestCertRotationRBAC(t *testing.T) {
+	tr := base(t)
+	d := tr.find(t, "Role", certRotationRole)
+	role := decodeInto[rbacv1.Role](t, d)
+	if role.Namespace != systemNamespace {
+		t.Errorf("%s: namespace %q, want %q", d, role.Namespace, systemNamespace)
+	}
+	want := sorted(
+		permissions("", []string{"secrets"}, "list", "watch"),
+		named("", "secrets", webhookSecret, "update"),
+	)
+	if diff := cmp.Diff(want, rules(role.Rules)); diff != "" {
+		t.Errorf("Role %s permissions (-want +got):\n%s", certRotationRole, diff)
+	}
+
+	mutating, validating := managerWebhookConfigurations(t)
+	cr := decodeInto[rbacv1.ClusterRole](t, tr.find(t, "ClusterRole", certRotationRole))
+	want = sorted(
+		permissions("admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, "list", "watch"),
+		named("admissionregistration.k8s.io", "mutatingwebhookconfigurations", mutating, "update"),
+		named("admissionregistration.k8s.io", "validatingwebhookconfigurations", validating, "update"),
+	)
+	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
+		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", certRotationRole, diff)
+	}
+
+	// The Secret the Role names is the one the manager uses and the
+	// Deployment mounts.
+	if name := managerFlagValue(t, nil, "webhook-secret-name"); name != "" && name != webhookSecret {
+		t.Errorf("the manager keeps its certificate in Secret %q, but the Role grants update on %q", name, webhookSecret)
+	}
+}
+
+// TestRoleBindings checks that each role is bound to the manager's
+// ServiceAccount, and to nothing else, and that there are no other bindings
+// or unbound roles.
+func TestRoleBindings(t *testing.T) {
+	tr := base(t)
+	tr.find(t, "ServiceAccount", managerName)
+	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: systemNamespace}}
+
+	bindings := []struct{ kind, name, roleKind, role string }{
+		{"ClusterRoleBinding", managerName, "ClusterRole", managerName},
+		{"RoleBinding", leaderElectionRole, "Role", leaderElectionRole},
+		{"RoleBinding", certRotationRole, "Role", certRotationRole},
+		{"ClusterRoleBinding", certRotationRole, "ClusterRole", certRotationRole},
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		d := tr.find(t, b.kind, b.name)
+		var ref rbacv1.RoleRef
+		var subjects []rbacv1.Subject
+		if b.kind == "RoleBinding" {
+			rb := decodeInto[rbacv1.RoleBinding](t, d)
+			ref, subjects = rb.RoleRef, rb.Subjects
+			if rb.Namespace != systemNamespace {
+				t.Errorf("%s: namespace %q, want %q", d, rb.Namespace, systemNamespace)
+			}
+		} else {
+			crb := decodeInto[rbacv1.ClusterRoleBinding](t, d)
+			ref, subjects = crb.RoleRef, crb.Subjects
+		}
+		if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: b.roleKind, Name: b.role}, ref); diff != "" {
+			t.Errorf("%s roleRef (-want +got):\n%s", d, diff)
+		}
+		if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
+			t.Errorf("%s subjects (-want +got):\n%s", d, diff)
+		}
+		bound[b.roleKind+"/"+b.role] = true
+	}
+
+	for _, d := range tr.docs {
+		switch d.kind() {
+		case "RoleBinding", "ClusterRoleBinding":
+			if !slices.ContainsFunc(bindings, func(b struct{ kind, name, roleKind, role string }) bool {
+				return b.kind == d.kind() && b.name == d.name()
+			}) {
+				t.Errorf("%s: unexpected binding; add it to this test", d)
+			}
+		case "Role", "ClusterRole":
+			if !bound[d.kind()+"/"+d.name()] {
+				t.Errorf("%s is bound to nobody", d)
+			}
+		}
+	}
+}
+
+// TestGeneratedRBACUpToDate regenerates the ClusterRole with controller-gen
+// and compares it with manifests/base/rbac/role.yaml.
+func TestGeneratedRBACUpToDate(t *testing.T) {
+	bin, err := filepath.Abs(filepath.Join(repoRoot, "bin", "controller-gen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there to check that manifests/base/rbac/role.yaml is up to date", bin)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(bin, "rbac:roleName="+managerName, "paths=./pkg/...", "output:rbac:artifacts:config="+out)
+	cmd.Dir = repoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, b)
+	}
+	generated, err := os.ReadFile(filepath.Join(out, "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := os.ReadFile(filepath.Join(repoRoot, "manifests", "base", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(generated), string(committed)); diff != "" {
+		t.Errorf("manifests/base/rbac/role.yaml is out of date with the +kubebuilder:rbac markers; regenerate it with\n  %s\n(-generated +committed):\n%s", regenerateRBAC, diff)
+	}
+}

@@ -9,12 +9,6 @@ const (
 	// SnapshotAnnotation on a JobSet holds the runtime it was rendered from, so
 	// that later edits of the runtime never change this TrainJob.
 	SnapshotAnnotation = "trainyard.io/runtime-snapshot"
-	// RenderHashAnnotation is the hash of the whole rendered JobSet: equal means
-	// nothing to apply.
-	RenderHashAnnotation = "trainyard.io/render-hash"
-	// TemplateHashAnnotation is the hash of the parts of the JobSet that JobSet
-	// never lets change, even while suspended: different means recreate.
-	TemplateHashAnnotation = "trainyard.io/template-hash"
 
 	// runtimeRefIndex indexes TrainJobs by "<kind>/<name>" of their runtime.
 	runtimeRefIndex = "spec.runtimeRef"

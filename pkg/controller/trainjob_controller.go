@@ -22,6 +22,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/jobsetsync"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -142,12 +143,12 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 				fmt.Sprintf("JobSet %s runs this TrainJob", js.Name))
 		}
 		switch action {
-		case actionCreated:
+		case jobsetsync.Created:
 			addEvent(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
 			metrics.TimeToJobSet.Observe(now.Sub(job.CreationTimestamp.Time).Seconds())
-		case actionRecreated:
+		case jobsetsync.Recreated:
 			addEvent(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
-		case actionUpdated:
+		case jobsetsync.Updated:
 			addEvent(corev1.EventTypeNormal, EventJobSetUpdated, "Update", "Updated suspended JobSet %s", js.Name)
 		}
 	case errors.Is(err, errUnsupportedRuntime):

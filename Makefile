@@ -8,6 +8,11 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?=
 # Control-plane binaries the tests start (built from Go modules, see test/tools).
 K8S_TOOLS  := etcd kube-apiserver kube-controller-manager
+# Everything the local cluster (test/cluster) runs besides the manager.
+CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueue-controller
+CLUSTER_DIR   := $(BIN)/cluster
+# Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
+CLUSTER_ARGS  ?= --untainted-nodes
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
@@ -31,8 +36,24 @@ build: ## Build the manager binary into bin/.
 k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules into bin/k8s (cached).
 	test/tools/build.sh $(K8S_BIN) $(K8S_TOOLS)
 
+.PHONY: cluster-tools
+cluster-tools: build ## Build everything the local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached) and the manager.
+	test/tools/build.sh $(K8S_BIN) $(CLUSTER_TOOLS)
+
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster.
+	CGO_ENABLED=0 go build -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
+	$(BIN)/local-cluster up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS)
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster started by cluster-up (logs stay in bin/cluster/logs).
+	CGO_ENABLED=0 go build -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
+	$(BIN)/local-cluster down --state-dir $(CLUSTER_DIR)
 
 ##@ Generate
 
@@ -52,7 +73,7 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 ##@ Test
 
 .PHONY: test
-test: verify-generated vet k8s-tools ## Run every test: unit, manifests, integration against a real kube-apiserver + etcd, and a short fuzz pass.
+test: verify-generated vet cluster-tools helm ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster, and a short fuzz pass.
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
@@ -84,3 +105,22 @@ vet: ## go vet and gofmt.
 .PHONY: clean
 clean: ## Remove built binaries (bin/).
 	rm -rf $(BIN)
+
+##@ Helm chart
+
+HELM := $(BIN)/helm
+
+.PHONY: helm
+helm: ## Build helm from its Go module (test/tools/helm) into bin/helm (cached; rebuilt when that go.mod/go.sum change).
+	@stamp=$$(cat test/tools/helm/go.mod test/tools/helm/go.sum | sha256sum | cut -c1-16); \
+	if [ -x $(HELM) ] && [ "$$(cat $(BIN)/.helm.stamp 2>/dev/null)" = "$$stamp" ]; then exit 0; fi; \
+	echo "building helm (from test/tools/helm) ..."; \
+	cd test/tools/helm; \
+	version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3); \
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$$version" -o $(HELM).tmp helm.sh/helm/v3/cmd/helm; \
+	mv $(HELM).tmp $(HELM); echo "$$stamp" > $(BIN)/.helm.stamp
+
+.PHONY: chart-test
+chart-test: helm k8s-tools ## Lint and render the Helm chart, check it and the runtimes against manifests/base, and install it on a real kube-apiserver.
+	$(HELM) lint --strict manifests/charts/trainyard
+	go test $(GO_TEST_FLAGS) ./test/manifests/ -run '^(TestChart|TestRuntime|TestAgainstAPIServer)'

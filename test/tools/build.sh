@@ -4,7 +4,9 @@
 # go.mod/go.sum changed since the last build (a stamp file beside the binary), so a
 # warm run costs nothing.
 #
-# Usage: test/tools/build.sh OUTDIR [etcd] [kube-apiserver] [kube-controller-manager] [kube-scheduler] [kubectl]
+# Usage: test/tools/build.sh OUTDIR [TARGET ...]
+# Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
+#          kwok jobset-controller kueue-controller
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output directory}; shift
@@ -31,16 +33,28 @@ kube_ldflags() {
   echo "$ld"
 }
 
+module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
+
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) mod=etcd; pkg=. ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) mod=kube; pkg=k8s.io/kubernetes/cmd/$t ;;
+    kwok) mod=kwok; pkg=sigs.k8s.io/kwok/cmd/kwok ;;
+    jobset-controller) mod=jobset; pkg=sigs.k8s.io/jobset
+      modpath=sigs.k8s.io/jobset; pkg_version_var=sigs.k8s.io/jobset/pkg/version.GitVersion ;;
+    kueue-controller) mod=kueue; pkg=sigs.k8s.io/kueue/cmd/kueue
+      modpath=sigs.k8s.io/kueue; pkg_version_var=sigs.k8s.io/kueue/pkg/version.GitVersion ;;
     *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
   esac
   if fresh "$t" "$mod"; then continue; fi
   echo "building $t (from test/tools/$mod) ..." >&2
   start=$(date +%s)
-  ld="-s -w"; [ "$mod" = kube ] && ld=$(kube_ldflags)
+  ld="-s -w"
+  case "$mod" in
+    kube) ld=$(kube_ldflags) ;;
+    # The controllers report (and JobSet/Kueue log) their version from these variables.
+    jobset|kueue) ld="$ld -X $pkg_version_var=$(module_version "$mod" "$modpath")" ;;
+  esac
   (cd "$here/$mod" && go build -trimpath -ldflags="$ld" -o "$out/$t.tmp" "$pkg")
   mv "$out/$t.tmp" "$out/$t"
   stamp_of "$mod" > "$out/.$t.stamp"

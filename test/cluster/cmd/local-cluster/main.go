@@ -1,0 +1,195 @@
+// Command local-cluster starts and stops the local cluster of package
+// test/cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+// nodes, JobSet, Kueue and the Trainyard manager, all on 127.0.0.1.
+//
+//	local-cluster up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
+//	                     [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
+//	local-cluster down   [--state-dir DIR]
+//	local-cluster status [--state-dir DIR]
+//
+// The state directory defaults to bin/cluster in the repository; the kubeconfig is
+// written to STATE_DIR/kubeconfig.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(os.Args[2:])
+	case "down":
+		err = down(os.Args[2:])
+	case "status":
+		err = status(os.Args[2:])
+	case "-h", "--help", "help":
+		usage()
+		return
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: local-cluster up|down|status [flags]   (local-cluster CMD -h for flags)`)
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+func stateDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("state-dir", "", "state directory (default: bin/cluster in the repository)")
+}
+
+func resolveStateDir(dir string) (string, error) {
+	if dir != "" {
+		return filepath.Abs(dir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	repo, err := cluster.FindRepoDir(wd)
+	if err != nil {
+		return "", fmt.Errorf("%w (or pass --state-dir)", err)
+	}
+	return filepath.Join(repo, "bin", "cluster"), nil
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	cpu := fs.Int("cpu-nodes", 2, "kwok CPU nodes")
+	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
+	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
+	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
+	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
+	var managerArgs multi
+	fs.Var(&managerArgs, "manager-arg", "extra argument for trainyard-manager (repeatable)")
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	if *cpu == 0 && *gpu == 0 {
+		return errors.New("need at least one node")
+	}
+	var frameworks []string
+	for _, f := range strings.Split(*fw, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			frameworks = append(frameworks, f)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	c, err := cluster.Up(ctx, cluster.Options{
+		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus,
+		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
+		UntaintedNodes: *untainted, Detach: true, Progress: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Local cluster up in %.1fs (state and logs in %s).\n", time.Since(start).Seconds(), stateDir)
+	fmt.Printf("kubeconfig: %s\n", c.Kubeconfig())
+	kubectl := "kubectl"
+	if bins, err := cluster.Binaries(cluster.Options{}); err == nil {
+		for _, b := range bins {
+			if filepath.Base(b) == "kubectl" {
+				if rel, err := filepath.Rel(mustGetwd(), b); err == nil && !strings.HasPrefix(rel, "..") {
+					kubectl = rel
+				} else {
+					kubectl = b
+				}
+			}
+		}
+	}
+	fmt.Printf("Try:        %s --kubeconfig %s get nodes\n", kubectl, c.Kubeconfig())
+	fmt.Printf("Stop with:  make cluster-down\n")
+	return nil
+}
+
+func mustGetwd() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
+func down(args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := cluster.DownStateDir(stateDir); err != nil {
+		return err
+	}
+	fmt.Printf("Local cluster in %s stopped in %.1fs (logs kept in %s).\n", stateDir, time.Since(start).Seconds(), filepath.Join(stateDir, "logs"))
+	return nil
+}
+
+func status(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	ps, ports, err := cluster.StatusOf(stateDir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(ps) == 0) {
+		fmt.Printf("No local cluster running in %s.\n", stateDir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tLOG")
+	running := 0
+	for _, p := range ps {
+		st := "stopped"
+		if p.Running {
+			st = "running"
+			running++
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Name, p.PID, st, p.Log)
+	}
+	_ = tw.Flush()
+	fmt.Printf("API server: https://127.0.0.1:%d   kubeconfig: %s\n", ports.APIServer, filepath.Join(stateDir, "kubeconfig"))
+	if running != len(ps) {
+		return fmt.Errorf("%d of %d components are not running", len(ps)-running, len(ps))
+	}
+	return nil
+}

@@ -378,7 +378,7 @@ func TestKustomizations(t *testing.T) {
 	}
 	for _, dir := range []string{
 		"manifests/base", "manifests/base/crds", "manifests/base/rbac", "manifests/base/manager", "manifests/base/webhook",
-		"manifests/overlays/standalone", "manifests/overlays/cert-manager",
+		"manifests/overlays/standalone", "manifests/overlays/cert-manager", "manifests/overlays/local",
 	} {
 		if _, ok := all[dir]; !ok {
 			t.Errorf("%s/kustomization.yaml is missing", dir)
@@ -446,6 +446,7 @@ func TestKustomizations(t *testing.T) {
 		}
 	}
 	wantCRDs := []string{
+		"kubeflow.org_pytorchjobs.yaml",
 		"trainer.kubeflow.org_clustertrainingruntimes.yaml",
 		"trainer.kubeflow.org_trainingruntimes.yaml",
 		"trainer.kubeflow.org_trainjobs.yaml",
@@ -591,5 +592,43 @@ func TestKustomizeBuild(t *testing.T) {
 				t.Errorf("objects rendered from %s differ from the files under manifests/base (-files +rendered):\n%s", dir, diff)
 			}
 		})
+	}
+}
+
+// TestLocalOverlay renders manifests/overlays/local, for a manager that runs
+// outside the cluster: the base without the Deployment, the Services, the
+// webhooks (which would point at a Service without pods and, failing closed,
+// block every TrainJob) and what only the in-cluster webhooks need.
+func TestLocalOverlay(t *testing.T) {
+	docs := render(t, "manifests/overlays/local")
+	got := checkRendered(t, docs)
+	removed := map[string]bool{
+		"Deployment/" + managerName:                               true,
+		"Service/" + metricsService:                               true,
+		"Service/" + webhookService:                               true,
+		"Secret/" + webhookSecret:                                 true,
+		"MutatingWebhookConfiguration/" + mutatingWebhookName:     true,
+		"ValidatingWebhookConfiguration/" + validatingWebhookName: true,
+		"Role/" + certRotationRole:                                true,
+		"RoleBinding/" + certRotationRole:                         true,
+		"ClusterRole/" + certRotationRole:                         true,
+		"ClusterRoleBinding/" + certRotationRole:                  true,
+	}
+	want := map[string]bool{}
+	base := render(t, "manifests/base")
+	for _, d := range base {
+		if key := d.kind() + "/" + d.name(); !removed[key] {
+			want[key] = true
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("objects of the local overlay (-base without the in-cluster manager +rendered):\n%s", diff)
+	}
+	// What is left is unchanged.
+	for _, d := range docs {
+		b := findIn(t, base, d.kind(), d.name())
+		if diff := cmp.Diff(b.obj, d.obj); diff != "" {
+			t.Errorf("%s differs from manifests/base (-base +local):\n%s", d, diff)
+		}
 	}
 }

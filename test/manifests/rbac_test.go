@@ -172,7 +172,14 @@ func TestManagerClusterRole(t *testing.T) {
 		permissions("events.k8s.io", []string{"events"}, "create", "patch", "update"),
 		// Status (node counts, start and completion times) comes from the
 		// JobSets' pods, which the manager only reads through its cache.
-		permissions("", []string{"pods"}, "get", "list", "watch"),
+		// Pods: read for status; patch to label them job-name=<PyTorchJob> (the
+		// Job API reserves that label in templates); delete for cleanPodPolicy.
+		permissions("", []string{"pods"}, "get", "list", "watch", "patch", "delete"),
+		// Headless Services that make PyTorchJob v1's MASTER_ADDR resolve.
+		permissions("", []string{"services"}, "list", "create", "delete"),
+		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
+		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
+		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
 		// Kueue Workloads, read to explain why a queued TrainJob waits.
 		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
 	)

@@ -1,0 +1,81 @@
+{{/*
+The manager's namespace: namespace.name, else the release namespace.
+*/}}
+{{- define "trainyard.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end -}}
+
+{{/*
+Labels that select the manager's pods. They are the Deployment's selector,
+which cannot change, and equal those of manifests/base.
+*/}}
+{{- define "trainyard.selectorLabels" -}}
+app.kubernetes.io/name: trainyard
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{/*
+Labels of every object of the chart.
+*/}}
+{{- define "trainyard.labels" -}}
+{{ include "trainyard.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/*
+The manager image: repository@digest, else repository:tag (tag defaults to the
+chart's appVersion).
+*/}}
+{{- define "trainyard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The names the manager relies on: its defaults for --webhook-service-name and
+--webhook-secret-name, and the webhook configurations it injects its CA bundle
+into (cmd/trainyard-manager/webhooks.go).
+*/}}
+{{- define "trainyard.webhookService" -}}trainyard-webhook{{- end -}}
+{{- define "trainyard.webhookSecret" -}}trainyard-webhook-cert{{- end -}}
+{{- define "trainyard.mutatingWebhook" -}}trainyard-mutating-webhook-configuration{{- end -}}
+{{- define "trainyard.validatingWebhook" -}}trainyard-validating-webhook-configuration{{- end -}}
+
+{{/*
+Whether the manager creates and rotates the webhook certificate itself
+(--cert-management=internal), the default, rather than cert-manager.
+*/}}
+{{- define "trainyard.internalCerts" -}}
+{{- if not .Values.webhook.certManager.enabled }}true{{ end -}}
+{{- end -}}
+
+{{/*
+Checks of value combinations that the schema cannot express.
+*/}}
+{{- define "trainyard.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicaCount > 1 needs leaderElection.enabled: replicas without leader election would all reconcile the same TrainJobs" -}}
+{{- end -}}
+{{- if and (not .Values.namespace.name) (not .Release.Namespace) -}}
+{{- fail "set namespace.name or install with --namespace" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The label that exempts a runtime from the runtime validating webhooks, and the
+objectSelector of those webhooks.
+*/}}
+{{- define "trainyard.webhookValidationLabel" -}}trainer.kubeflow.org/webhook-validation{{- end -}}
+{{- define "trainyard.runtimeWebhookObjectSelector" -}}
+matchExpressions:
+- key: {{ include "trainyard.webhookValidationLabel" . }}
+  operator: NotIn
+  values:
+  - disabled
+{{- end -}}

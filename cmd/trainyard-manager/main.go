@@ -18,8 +18,10 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
+	pytorchjobcontroller "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
@@ -44,6 +46,7 @@ func run() error {
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
 		kueueMode   = flag.String("kueue-mode", string(gang.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
+		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
 	)
 	flag.BoolVar(&wh.enabled, "enable-webhooks", true, "serve the admission webhooks")
@@ -61,6 +64,7 @@ func run() error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(trainer.AddToScheme(scheme))
+	utilruntime.Must(kubeflowv1.AddToScheme(scheme))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
 	utilruntime.Must(kueue.AddToScheme(scheme))
 	mode, err := gang.ParseMode(*kueueMode)
@@ -95,6 +99,11 @@ func run() error {
 	metrics.Register(mgr.GetClient())
 	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: *concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
+	}
+	if *pytorchJobs {
+		if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: *concurrency}); err != nil {
+			return fmt.Errorf("setting up the PyTorchJob controller: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

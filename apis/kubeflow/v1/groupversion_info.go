@@ -1,0 +1,29 @@
+// Package v1 holds the legacy Kubeflow Training Operator PyTorchJob API
+// (kubeflow.org/v1, kind PyTorchJob), wire-compatible with training-operator
+// v1.9: the same group, version, field names and status shape, so that existing
+// PyTorchJob manifests, kubectl scripts, HPAs and Kueue's built-in
+// kubeflow.org/pytorchjob integration work against Trainyard unchanged.
+//
+// Only PyTorchJob is served; the other v1 kinds (TFJob, MPIJob, ...) are not.
+// Defaults are applied in memory by the controller (pkg/legacy/pytorchjob), as
+// training-operator v1.9 did: the stored object keeps what the user wrote.
+//
+// +kubebuilder:object:generate=true
+// +groupName=kubeflow.org
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is kubeflow.org/v1.
+	GroupVersion = schema.GroupVersion{Group: "kubeflow.org", Version: "v1"}
+
+	// SchemeBuilder registers the kinds of this package.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds of this package to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

@@ -1,0 +1,108 @@
+package pytorchjob
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// ServicesPluginName is the name of the plugin that emits the Services.
+const ServicesPluginName = "PyTorchJobServices"
+
+// ServicesPlugin emits v1's headless Service per replica, <job>-<type>-<index>,
+// selecting exactly that replica's pod, so that MASTER_ADDR (<job>-master-0)
+// and the elastic rendezvous host (<job>-worker-0) resolve. Not-ready pods are
+// published: the master must be reachable while the workers wait for it, long
+// before any readiness probe passes.
+type ServicesPlugin struct {
+	job *kubeflowv1.PyTorchJob
+}
+
+var _ framework.BuildPlugin = (*ServicesPlugin)(nil)
+
+// NewServicesPlugin returns the plugin for one defaulted PyTorchJob.
+func NewServicesPlugin(job *kubeflowv1.PyTorchJob) *ServicesPlugin { return &ServicesPlugin{job: job} }
+
+// Name implements framework.Plugin.
+func (*ServicesPlugin) Name() string { return ServicesPluginName }
+
+// Build implements framework.BuildPlugin. The ports are the named ports of the
+// pytorch container of the replica, as the pipeline left it.
+func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]client.Object, error) {
+	var out []client.Object
+	for _, rj := range info.Spec.ReplicatedJobs {
+		rtype, ok := ReplicaTypeOf(rj.Template.Labels[kubeflowv1.ReplicaTypeLabel])
+		if !ok {
+			continue
+		}
+		ports := servicePorts(&rj.Template.Spec.Template.Spec)
+		if s, ok := rj.Template.Labels[kubeflowv1.ReplicaIndexLabel]; ok {
+			i, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, err
+			}
+			sel := SelectorLabels(p.job.Name)
+			sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
+			sel[kubeflowv1.ReplicaIndexLabel] = s
+			out = append(out, p.service(rtype, i, sel, ports))
+			continue
+		}
+		// A shared worker job: pod i of it is the one the Job controller gave
+		// completion index i (a label set when the pod is created).
+		for i := range int(*rj.Template.Spec.Completions) {
+			sel := SelectorLabels(p.job.Name)
+			sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
+			sel[CompletionIndexLabel] = strconv.Itoa(i)
+			out = append(out, p.service(rtype, i, sel, ports))
+		}
+	}
+	return out, nil
+}
+
+func (p *ServicesPlugin) service(rtype kubeflowv1.ReplicaType, index int, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
+	isMaster := rtype == kubeflowv1.PyTorchJobReplicaTypeMaster || (!HasMaster(p.job) && index == 0)
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ReplicaName(p.job.Name, rtype, index),
+			Namespace: p.job.Namespace,
+			Labels:    PodLabels(p.job.Name, rtype, index, isMaster),
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 selector,
+			Ports:                    ports,
+			PublishNotReadyAddresses: true,
+		},
+	}
+}
+
+func servicePorts(pod *corev1.PodSpec) []corev1.ServicePort {
+	var out []corev1.ServicePort
+	for _, c := range pod.Containers {
+		if c.Name != kubeflowv1.PyTorchJobDefaultContainerName {
+			continue
+		}
+		for _, port := range c.Ports {
+			if port.Name == "" {
+				continue
+			}
+			out = append(out, corev1.ServicePort{Name: port.Name, Port: port.ContainerPort, Protocol: protocol(port.Protocol)})
+		}
+	}
+	return out
+}
+
+func protocol(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}

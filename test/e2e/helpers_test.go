@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+// Timeouts: kwok moves a pod through each stage after 1–6 s.
+const (
+	short = time.Minute
+	long  = 4 * time.Minute
+)
+
+// kwok's per-pod controls (pod/general and pod/chaos stages).
+const (
+	completeDelay = "pod-complete.stage.kwok.x-k8s.io/delay"
+	failLabel     = "pod-container-running-failed.stage.kwok.x-k8s.io"
+)
+
+func ctx() context.Context { return context.Background() }
+
+func repoFile(rel string) string {
+	root, err := cluster.FindRepoDir(".")
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(root, rel)
+}
+
+// newNamespace creates a namespace with its default ServiceAccount ready.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	if err := cli.Create(ctx(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Delete(ctx(), ns) })
+	waitFor(t, short, func() error {
+		return cli.Get(ctx(), client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	})
+	return ns.Name
+}
+
+// waitFor retries fn until it returns nil.
+func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not met within %s: %v", timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// loadTrainJob reads a TrainJob from a YAML file of the repository, unchanged
+// but for its namespace (and name, when given).
+func loadTrainJob(t *testing.T, rel, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	data, err := os.ReadFile(repoFile(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job trainer.TrainJob
+	if err := yaml.UnmarshalStrict(data, &job); err != nil {
+		t.Fatalf("decoding %s: %v", rel, err)
+	}
+	job.Namespace = ns
+	if name != "" {
+		job.Name = name
+	}
+	return &job
+}
+
+// withPods adds pod labels and annotations to the trainer's pods through a
+// podTemplateOverride, which is how a user changes a runtime's pods.
+func withPods(job *trainer.TrainJob, labels, annotations map[string]string) *trainer.TrainJob {
+	job.Spec.PodTemplateOverrides = append(job.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
+		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+		Metadata:   &metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+	})
+	return job
+}
+
+// runFor keeps each pod running for d before kwok completes it.
+func runFor(job *trainer.TrainJob, d time.Duration) *trainer.TrainJob {
+	return withPods(job, nil, map[string]string{completeDelay: d.String()})
+}
+
+func get(t *testing.T, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	var job trainer.TrainJob
+	if err := cli.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
+		t.Fatal(err)
+	}
+	return &job
+}
+
+// waitState waits until the TrainJob shows this phase (and reason, if given).
+func waitState(t *testing.T, ns, name string, phase trainer.TrainJobPhase, reason string, timeout time.Duration) *trainer.TrainJob {
+	t.Helper()
+	var job trainer.TrainJob
+	waitFor(t, timeout, func() error {
+		if err := cli.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
+			return err
+		}
+		if job.Status.Phase != phase || (reason != "" && job.Status.Reason != reason) {
+			return fmt.Errorf("TrainJob %s: %s/%s (%s), want %s/%s", name, job.Status.Phase, job.Status.Reason, job.Status.Message, phase, reason)
+		}
+		return nil
+	})
+	return &job
+}
+
+// pods lists the pods of the TrainJob's JobSet.
+func pods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := cli.List(ctx(), &list, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func jobSetsOf(t *testing.T, job *trainer.TrainJob) []jobsetv1alpha2.JobSet {
+	t.Helper()
+	var list jobsetv1alpha2.JobSetList
+	if err := cli.List(ctx(), &list, client.InNamespace(job.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []jobsetv1alpha2.JobSet
+	for _, js := range list.Items {
+		if ref := metav1.GetControllerOf(&js); ref != nil && ref.UID == job.UID {
+			out = append(out, js)
+		}
+	}
+	return out
+}
+
+func patchJob(t *testing.T, ns, name string, mutate func(*trainer.TrainJob)) {
+	t.Helper()
+	waitFor(t, short, func() error {
+		var job trainer.TrainJob
+		if err := cli.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
+			return err
+		}
+		mutate(&job)
+		return cli.Update(ctx(), &job)
+	})
+}

@@ -26,9 +26,17 @@ const (
 
 // kwok's per-pod controls (pod/general and pod/chaos stages).
 const (
-	completeDelay = "pod-complete.stage.kwok.x-k8s.io/delay"
-	failLabel     = "pod-container-running-failed.stage.kwok.x-k8s.io"
+	completeDelay  = "pod-complete.stage.kwok.x-k8s.io/delay"
+	completeJitter = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+	failLabel      = "pod-container-running-failed.stage.kwok.x-k8s.io"
 )
+
+// runningFor are the annotations that keep a pod running for about d before kwok
+// completes it. kwok waits min(delay, jitter-delay) when the jitter is not larger
+// than the delay, and the stage's default jitter is 5s, so both are needed.
+func runningFor(d time.Duration) map[string]string {
+	return map[string]string{completeDelay: d.String(), completeJitter: (d + time.Second).String()}
+}
 
 func ctx() context.Context { return context.Background() }
 
@@ -101,7 +109,7 @@ func withPods(job *trainer.TrainJob, labels, annotations map[string]string) *tra
 
 // runFor keeps each pod running for d before kwok completes it.
 func runFor(job *trainer.TrainJob, d time.Duration) *trainer.TrainJob {
-	return withPods(job, nil, map[string]string{completeDelay: d.String()})
+	return withPods(job, nil, runningFor(d))
 }
 
 func get(t *testing.T, ns, name string) *trainer.TrainJob {

@@ -48,42 +48,13 @@ func TestMain(m *testing.M) {
 
 func ctx() context.Context { return context.Background() }
 
-// newNamespace creates a namespace for one test and deletes it afterwards.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
-	require.NoError(t, env.Client.Create(ctx(), ns))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx(), ns) })
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return framework.NewNamespace(t, env.Client, "it") }
 
-// eventually retries fn until it returns nil, failing the test with fn's last
-// error after framework.Timeout.
-func eventually(t *testing.T, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(framework.Timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", framework.Timeout, err)
-		}
-		time.Sleep(framework.Interval)
-	}
-}
+func eventually(t *testing.T, fn func() error) { t.Helper(); framework.Eventually(t, fn) }
 
-// consistently fails the test if fn returns an error at any time during d.
 func consistently(t *testing.T, d time.Duration, fn func() error) {
 	t.Helper()
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if err := fn(); err != nil {
-			t.Fatalf("condition broken: %v", err)
-		}
-		time.Sleep(framework.Interval)
-	}
+	framework.Consistently(t, d, fn)
 }
 
 // decodeYAML reads the documents of a YAML file as unstructured objects.

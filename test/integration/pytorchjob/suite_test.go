@@ -100,39 +100,13 @@ func startManager() (func(), error) {
 
 func ctx() context.Context { return context.Background() }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ptj-"}}
-	require.NoError(t, c.Create(ctx(), ns))
-	t.Cleanup(func() { _ = c.Delete(ctx(), ns) })
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return framework.NewNamespace(t, c, "ptj") }
 
-// eventually retries fn until it returns nil, failing with its last error
-// after framework.Timeout.
-func eventually(t *testing.T, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(framework.Timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", framework.Timeout, err)
-		}
-		time.Sleep(framework.Interval)
-	}
-}
+func eventually(t *testing.T, fn func() error) { t.Helper(); framework.Eventually(t, fn) }
 
-// consistently fails the test if fn returns an error at any time during d.
 func consistently(t *testing.T, d time.Duration, fn func() error) {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(framework.Interval) {
-		if err := fn(); err != nil {
-			t.Fatalf("condition broken: %v", err)
-		}
-	}
+	framework.Consistently(t, d, fn)
 }
 
 // applyExample creates the objects of a YAML file unchanged, in ns, and

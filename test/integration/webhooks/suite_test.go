@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -38,28 +37,9 @@ func TestMain(m *testing.M) {
 
 func ctx() context.Context { return context.Background() }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "wh-"}}
-	require.NoError(t, env.Client.Create(ctx(), ns))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx(), ns) })
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return framework.NewNamespace(t, env.Client, "wh") }
 
-func eventually(t *testing.T, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(framework.Timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", framework.Timeout, err)
-		}
-		time.Sleep(framework.Interval)
-	}
-}
+func eventually(t *testing.T, fn func() error) { t.Helper(); framework.Eventually(t, fn) }
 
 // runtimeSpec is a torch runtime with a trainer job "node" (container node and a
 // sidecar "logger") and a dataset-initializer job.

@@ -23,8 +23,12 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: k8s-tools ## Run the example TrainJob through a local API server and the manager, and show the JobSet it becomes.
-	go run ./test/local $(RUN_ARGS)
+run: cluster-tools ## Train the MNIST example for real: TrainJob -> JobSet -> pods on a process node (2 torchrun nodes); RUN_ARGS=-keep keeps the cluster.
+	@/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || { \
+	  echo "installing Debian's python3-torch (the process node's pods run the host's torchrun) ..."; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null; }
+	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-run ./test/local
+	$(BIN)/trainyard-run $(RUN_ARGS)
 
 ##@ Build
 
@@ -37,8 +41,9 @@ k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go mod
 	test/tools/build.sh $(K8S_BIN) $(K8S_TOOLS)
 
 .PHONY: cluster-tools
-cluster-tools: build ## Build everything the local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached) and the manager.
+cluster-tools: build ## Build everything the local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached), the manager and the process node agent.
 	test/tools/build.sh $(K8S_BIN) $(CLUSTER_TOOLS)
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-node ./cmd/trainyard-node
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen

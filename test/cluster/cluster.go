@@ -1,8 +1,9 @@
 // Package cluster runs a local Kubernetes cluster for Trainyard's end-to-end tests and
 // for people: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok fake
-// nodes (CPU and GPU), the JobSet controller, the Kueue controller and the Trainyard
-// manager, each as a plain process on 127.0.0.1, with the webhooks of the three
-// controllers registered by URL.
+// nodes (CPU and GPU), optionally process nodes (pods really run, as processes of
+// this machine: pkg/processnode), the JobSet controller, the Kueue controller and
+// the Trainyard manager, each as a plain process on 127.0.0.1, with the webhooks of
+// the three controllers registered by URL.
 //
 // The binaries are built from Go modules by test/tools/build.sh (`make cluster-tools`).
 // Everything a cluster writes lives in its state directory: PKI, etcd data, configs,
@@ -55,6 +56,9 @@ const (
 	JobSet            = "jobset-controller"
 	Kueue             = "kueue-controller"
 	Manager           = "trainyard-manager"
+	// ProcessNode is the agent of a process node; the log of process node i is
+	// Logs()/trainyard-node-<i>.log.
+	ProcessNode = "trainyard-node"
 )
 
 // Namespaces the cluster creates.
@@ -95,8 +99,15 @@ type Options struct {
 	// ManagerBinary is the Trainyard manager; default RepoDir/bin/trainyard-manager.
 	ManagerBinary string
 	// CPUNodes and GPUNodes are the numbers of kwok nodes of each pool; when both are
-	// 0 the defaults are 2 CPU nodes and 1 GPU node. GPUsPerNode defaults to 8.
+	// 0 (and ProcessNodes too) the defaults are 2 CPU nodes and 1 GPU node.
+	// GPUsPerNode defaults to 8.
 	CPUNodes, GPUNodes, GPUsPerNode int
+	// ProcessNodes is the number of process nodes (process-node-0, …): Nodes whose
+	// pods really run, as processes on this machine (see ProcessNodeBinary and
+	// pkg/processnode). They are labelled trainyard.io/pool=process and untainted.
+	ProcessNodes int
+	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
+	ProcessNodeBinary string
 	// KueueFrameworks are Kueue's integrations.frameworks; nil means DefaultKueueFrameworks.
 	KueueFrameworks []string
 	// ManagerArgs are appended to the manager's command line.
@@ -198,7 +209,11 @@ func Binaries(o Options) ([]string, error) {
 	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
 		bins = append(bins, filepath.Join(o.BinDir, b))
 	}
-	return append(bins, o.ManagerBinary), nil
+	bins = append(bins, o.ManagerBinary)
+	if o.ProcessNodes > 0 {
+		bins = append(bins, o.ProcessNodeBinary)
+	}
+	return bins, nil
 }
 
 // MissingBinaries lists the binaries Up needs that do not exist (run `make cluster-tools`).
@@ -258,7 +273,10 @@ func (o *Options) defaults() error {
 	if o.ManagerBinary == "" {
 		o.ManagerBinary = filepath.Join(o.RepoDir, "bin", "trainyard-manager")
 	}
-	if o.CPUNodes == 0 && o.GPUNodes == 0 {
+	if o.ProcessNodeBinary == "" {
+		o.ProcessNodeBinary = filepath.Join(o.RepoDir, "bin", "trainyard-node")
+	}
+	if o.CPUNodes == 0 && o.GPUNodes == 0 && o.ProcessNodes == 0 {
 		o.CPUNodes, o.GPUNodes = defaultCPUNode, defaultGPUNode
 	}
 	if o.GPUsPerNode == 0 {
@@ -277,7 +295,7 @@ func (o *Options) defaults() error {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 3 * time.Minute
 	}
-	for _, p := range []*string{&o.RepoDir, &o.BinDir, &o.ManagerBinary} {
+	for _, p := range []*string{&o.RepoDir, &o.BinDir, &o.ManagerBinary, &o.ProcessNodeBinary} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -295,7 +313,7 @@ func (o *Options) defaults() error {
 }
 
 // Entries of a state directory that Up (re)creates; nothing else in it is touched.
-var stateEntries = []string{"state.json", "state.json.tmp", "kubeconfig", "pki", "etcd", "logs", "config", "manifests", "home", "certs", "kueue-mnt"}
+var stateEntries = []string{"state.json", "state.json.tmp", "kubeconfig", "pki", "etcd", "logs", "config", "manifests", "home", "certs", "kueue-mnt", "process-nodes"}
 
 // Up starts a cluster and returns once every component is ready, the kwok nodes are
 // Ready, every webhook configuration is registered and the runtimes are installed.
@@ -429,13 +447,16 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if _, err := c.sup.start(Kwok, c.kwokArgs(), false); err != nil {
 		return nil, err
 	}
+	if err := c.startProcessNodes(); err != nil {
+		return nil, err
+	}
 	if err := c.createNamespaces(ctx, KueueNamespace, ManagerNamespace); err != nil {
 		return nil, err
 	}
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
 	}
-	c.progress("kube-controller-manager, kube-scheduler, kwok started; namespaces and nodes created")
+	c.progress("kube-controller-manager, kube-scheduler, kwok, %d process node(s) started; namespaces and nodes created", c.o.ProcessNodes)
 	if err := c.installCRDs(ctx); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,13 @@ func (c *Cluster) apiserverArgs() []string {
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(c.o.StateDir, "certs", "apiserver"),
 		"--profiling=false",
+		// kubectl logs/-f reach the process nodes' kubelet API at their InternalIP
+		// (127.0.0.1) with this client certificate, and check their serving
+		// certificate against the cluster CA.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + c.pki.kubeletClientCert(),
+		"--kubelet-client-key=" + c.pki.kubeletClientKey(),
+		"--kubelet-certificate-authority=" + c.pki.caCert(),
 	}
 }
 
@@ -295,10 +302,11 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 	return nil
 }
 
-// waitNodesReady waits until every kwok node is Ready and carries no taint but kwok's.
+// waitNodesReady waits until every kwok and process node is Ready and carries no
+// taint but kwok's.
 func (c *Cluster) waitNodesReady(ctx context.Context) error {
-	want := c.o.CPUNodes + c.o.GPUNodes
-	return c.poll(ctx, "kwok nodes to become Ready", func() (bool, string, error) {
+	want := c.o.CPUNodes + c.o.GPUNodes + c.o.ProcessNodes
+	return c.poll(ctx, "nodes to become Ready", func() (bool, string, error) {
 		var nl corev1.NodeList
 		if err := c.client.List(ctx, &nl); err != nil {
 			return false, "", err

@@ -27,8 +27,8 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // CA, API server serving pair, admin client pair, service-account key pair, and a
-// serving pair for 127.0.0.1 shared by the webhook servers and the secure ports of
-// kube-controller-manager and kube-scheduler.
+// serving pair for 127.0.0.1 shared by the webhook servers, the secure ports of
+// kube-controller-manager and kube-scheduler and the process nodes' kubelet API.
 func (p pki) caCert() string        { return p.path("ca.crt") }
 func (p pki) caKey() string         { return p.path("ca.key") }
 func (p pki) apiserverCert() string { return p.path("apiserver.crt") }
@@ -37,6 +37,10 @@ func (p pki) adminCert() string     { return p.path("admin.crt") }
 func (p pki) adminKey() string      { return p.path("admin.key") }
 func (p pki) saKey() string         { return p.path("sa.key") }
 func (p pki) saPub() string         { return p.path("sa.pub") }
+
+// The API server's client certificate for kubelet APIs (the process nodes' container logs).
+func (p pki) kubeletClientCert() string { return p.path("apiserver-kubelet-client.crt") }
+func (p pki) kubeletClientKey() string  { return p.path("apiserver-kubelet-client.key") }
 
 // servingDir holds tls.crt/tls.key, the layout controller-runtime webhook servers expect.
 func (p pki) servingDir() string  { return p.path("serving") }
@@ -114,6 +118,10 @@ func (p pki) generate() error {
 	if err := leaf(p.adminCert(), p.adminKey(), pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
 		x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return fmt.Errorf("admin certificate: %w", err)
+	}
+	if err := leaf(p.kubeletClientCert(), p.kubeletClientKey(), pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
 	if err := leaf(p.servingCert(), p.servingKey(), pkix.Name{CommonName: "127.0.0.1"}, x509.ExtKeyUsageServerAuth,
 		[]string{"localhost"}, loopback); err != nil {

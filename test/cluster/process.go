@@ -156,6 +156,13 @@ type supervisor struct {
 // local-cluster command and a Ctrl-C in its terminal), with stdout and stderr
 // appended to logs/NAME.log, and records it.
 func (s *supervisor) start(name string, argv []string, unshareMount bool) (Process, error) {
+	return s.startWith(name, argv, unshareMount, syscall.SIGKILL)
+}
+
+// startWith is start with the signal the component gets when the calling process
+// dies (not detached): SIGKILL, or SIGTERM for components that must clean up after
+// themselves (the process node agents remove their pods' namespaces and veths).
+func (s *supervisor) startWith(name string, argv []string, unshareMount bool, deathSignal syscall.Signal) (Process, error) {
 	logPath := filepath.Join(s.dir, "logs", name+".log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -180,7 +187,7 @@ func (s *supervisor) start(name string, argv []string, unshareMount bool) (Proce
 		// SIGKILL when we die, however we die (a test binary killed by its timeout
 		// runs no cleanup). The signal follows the thread that forked, hence the
 		// dedicated thread.
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		cmd.SysProcAttr.Pdeathsig = deathSignal
 		onSpawnThread(func() { err2 = cmd.Start() })
 	}
 	if err2 != nil {

@@ -1,14 +1,21 @@
-// Command local runs Trainyard's main flow on this machine with no cluster: a
-// real etcd and kube-apiserver (built from Go modules), Trainyard's and JobSet's
-// CRDs, the Trainyard manager, the torch-distributed runtime and the example
-// TrainJob. It prints the JobSet that Trainyard renders and the TrainJob's
-// status. Pods do not run here: that needs the JobSet and Job controllers, a
-// scheduler and nodes (the local cluster).
+// Command local is `make run`: Trainyard's whole flow, for real, on this machine
+// with no cluster and no container runtime. It starts the local cluster of
+// test/cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
+// JobSet, Kueue and Trainyard controllers) with one process node, whose agent
+// (cmd/trainyard-node) runs pods as processes of this machine, each in its own
+// network, mount and PID namespaces. Then it applies the torch-distributed runtime
+// and examples/mnist (a ConfigMap with the training script and a 2-node TrainJob),
+// streams both nodes' logs as `kubectl logs -f` does (through the API server and the
+// node's kubelet API), and exits 0 once the TrainJob is Complete, non-zero with the
+// TrainJob's reason otherwise.
 //
-// Usage: go run ./test/local [-keep]   (or: make run)
+// Usage: go run ./test/local [-keep] [-timeout 10m] [-state-dir bin/cluster]
+// (or: make run, make run RUN_ARGS=-keep). It needs root; the process node's pods
+// run the host's torchrun (Debian's python3-torch, which `make run` installs).
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,131 +23,337 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/integration/framework"
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+const (
+	namespace   = "default"
+	jobName     = "mnist"
+	exampleDir  = "examples/mnist"
+	runtimeFile = "runtimes/torch-distributed.yaml"
+	// CompletionIndexAnnotation is the node rank of a pod of an Indexed Job.
+	completionIndex = "batch.kubernetes.io/job-completion-index"
+	jobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
 )
 
 func main() {
-	keep := flag.Bool("keep", false, "keep the API server running (and print a kubeconfig) until Ctrl-C")
+	keep := flag.Bool("keep", false, "keep the cluster running afterwards (stop it with `make cluster-down`)")
+	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	stateDir := flag.String("state-dir", "", "state directory of the cluster (default: bin/cluster in the repository)")
 	flag.Parse()
-	if err := run(*keep); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(*keep, *timeout, *stateDir))
 }
 
-func run(keep bool) error {
-	fmt.Println("Starting etcd, kube-apiserver (+ garbage collector) from bin/k8s ...")
-	env, err := framework.Start()
+func run(keep bool, timeout time.Duration, stateDir string) int {
+	start := time.Now()
+	wd, _ := os.Getwd()
+	repo, err := cluster.FindRepoDir(wd)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer func() { _ = env.Stop() }()
-	if err := env.StartManager(framework.ManagerOptions{}); err != nil {
-		return err
+	if stateDir == "" {
+		stateDir = filepath.Join(repo, "bin", "cluster")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if os.Geteuid() != 0 {
+		return fail(errors.New("make run needs root: the process node gives every pod its own network, mount and PID namespaces"))
+	}
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	root := framework.RepoRoot()
-	for _, f := range []string{"runtimes/torch-distributed.yaml", "examples/trainjob-torch.yaml"} {
-		if err := apply(ctx, env.Client, filepath.Join(root, f)); err != nil {
-			return err
-		}
-		fmt.Println("applied", f)
-	}
 
-	key := client.ObjectKey{Namespace: "default", Name: "torch-allreduce"}
-	var js jobsetv1alpha2.JobSet
-	for {
-		if err := env.Client.Get(ctx, key, &js); err == nil {
-			break
+	fmt.Printf("==> Starting a local cluster with a process node (state and logs in %s)\n", rel(wd, stateDir))
+	c, err := cluster.Up(ctx, cluster.Options{
+		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: keep,
+		Runtimes: []string{filepath.Join(repo, runtimeFile)}, Progress: os.Stdout,
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "still running") {
+			err = fmt.Errorf("%w\n(stop it with `make cluster-down`)", err)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("no JobSet for TrainJob %s after 2 minutes", key)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fail(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the status write land
+	code := func() int {
+		defer func() {
+			if keep {
+				return
+			}
+			fmt.Println("==> Stopping the cluster")
+			if err := c.Down(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
+			}
+		}()
+		return trainMNIST(ctx, c, repo, start)
+	}()
+	if keep {
+		kubectl := rel(wd, filepath.Join(repo, "bin", "k8s", "kubectl"))
+		fmt.Printf(`
+==> The cluster keeps running. kubeconfig: %s
+    export KUBECONFIG=%s
+    %s get nodes,trainjobs,jobsets,pods -o wide
+    %s logs -l %s=%s --prefix
+Stop it with: make cluster-down
+`, c.Kubeconfig(), c.Kubeconfig(), kubectl, kubectl, jobSetNameLabel, jobName)
+	}
+	return code
+}
+
+// trainMNIST applies the example, follows it and reports.
+func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time.Time) int {
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("==> kubectl apply -k %s (ConfigMap mnist-script from mnist.py, TrainJob %s)\n", exampleDir, jobName)
+	out, err := exec.CommandContext(ctx, filepath.Join(repo, "bin", "k8s", "kubectl"), "kustomize", filepath.Join(repo, exampleDir)).Output()
+	if err != nil {
+		return fail(fmt.Errorf("kubectl kustomize %s: %w", exampleDir, err))
+	}
+	objs, err := decodeYAML(out)
+	if err != nil {
+		return fail(err)
+	}
+	for _, o := range objs {
+		o.SetNamespace(namespace) // as kubectl does for the current namespace
+	}
+	if err := c.Apply(ctx, objs...); err != nil {
+		return fail(err)
+	}
+	applied := time.Now()
+
+	logs := &logCollector{out: os.Stdout}
+	var followers sync.WaitGroup
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	discoverCtx, stopDiscovering := context.WithCancel(followCtx)
+	defer stopDiscovering()
+	discovered := make(chan struct{})
+	go func() {
+		defer close(discovered)
+		followPods(discoverCtx, followCtx, cs, logs, &followers)
+	}()
+
+	// Wait for the TrainJob to finish.
 	var job trainer.TrainJob
-	if err := env.Client.Get(ctx, key, &job); err != nil {
-		return err
-	}
-
-	fmt.Printf("\nTrainJob %s: phase=%s\n", key, job.Status.Phase)
-	for _, c := range job.Status.Conditions {
-		fmt.Printf("  condition %-9s %-5s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
-	}
-	fmt.Printf("\nJobSet %s (owned by the TrainJob):\n", js.Name)
-	for _, rj := range js.Spec.ReplicatedJobs {
-		fmt.Printf("  replicatedJob %q: %d pod(s) %s-%s-0-{0..%d}\n", rj.Name, *rj.Template.Spec.Parallelism,
-			js.Name, rj.Name, *rj.Template.Spec.Parallelism-1)
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			fmt.Printf("    container %q image %s\n", c.Name, c.Image)
-			for _, e := range c.Env {
-				fmt.Printf("      %s=%s\n", e.Name, envValue(e))
+	var finished *metav1.Condition
+	lastPhase := ""
+	for finished == nil {
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobName}, &job); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "reading the TrainJob:", err)
+		}
+		if p := string(job.Status.Phase); p != lastPhase && p != "" {
+			fmt.Printf("==> TrainJob %s: %s (%.1fs after apply)\n", jobName, p, time.Since(applied).Seconds())
+			lastPhase = p
+		}
+		for _, t := range []string{"Complete", "Failed"} {
+			if cond := apimeta.FindStatusCondition(job.Status.Conditions, t); cond != nil && cond.Status == metav1.ConditionTrue {
+				finished = cond
 			}
 		}
+		if finished != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("TrainJob %s not finished: %v (phase %q)", jobName, ctx.Err(), job.Status.Phase))
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	if !keep {
-		fmt.Println("\nDone. (Pods run once the local cluster exists; this run shows the API and the rendering.)")
-		return nil
+	// Let the log streams drain: they end with the containers.
+	stopDiscovering()
+	<-discovered
+	stopFollowingAfter(&followers, 10*time.Second, stopFollowing)
+
+	fmt.Println()
+	summary := logs.summary()
+	for _, s := range summary {
+		fmt.Println("   ", s)
 	}
-	user, err := env.KubeConfig()
-	if err != nil {
-		return err
+	elapsed := time.Since(applied).Seconds()
+	if finished.Type != "Complete" {
+		fmt.Printf("==> TrainJob %s failed: %s: %s (after %.1fs; make run took %.1fs)\n", jobName, finished.Reason, finished.Message, elapsed, time.Since(start).Seconds())
+		fmt.Printf("    component logs: %s\n", c.Logs())
+		return 1
 	}
-	kc := filepath.Join(root, "bin", "local.kubeconfig")
-	if err := os.WriteFile(kc, user, 0o600); err != nil {
-		return err
-	}
-	fmt.Printf("\nAPI server kept running. Try:\n  kubectl --kubeconfig %s get trainjobs,jobsets -A\nCtrl-C stops it.\n", kc)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
-	return nil
+	fmt.Printf("==> TrainJob %s Complete (%s) in %.1fs after apply; make run took %.1fs\n", jobName, finished.Reason, elapsed, time.Since(start).Seconds())
+	return 0
 }
 
-func envValue(e corev1.EnvVar) string {
-	if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-		return "<from " + e.ValueFrom.FieldRef.FieldPath + ">"
+// stopFollowingAfter waits for the followers, cutting them off after d.
+func stopFollowingAfter(wg *sync.WaitGroup, d time.Duration, cancel context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		cancel()
+		<-done
 	}
-	return e.Value
 }
 
-func apply(ctx context.Context, c client.Client, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
+// followPods follows the logs of every pod of the job, one stream per pod and run
+// of its container, each line prefixed with [node-<rank>]:.
+func followPods(ctx, streamCtx context.Context, cs kubernetes.Interface, logs *logCollector, wg *sync.WaitGroup) {
+	seen := map[string]bool{}
+	for {
+		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: jobSetNameLabel + "=" + jobName})
+		if err == nil {
+			for _, p := range pods.Items {
+				if seen[string(p.UID)] || p.Spec.NodeName == "" {
+					continue
+				}
+				seen[string(p.UID)] = true
+				wg.Add(1)
+				go func(pod corev1.Pod) {
+					defer wg.Done()
+					followPod(streamCtx, cs, pod, logs)
+				}(p)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
+}
+
+func followPod(ctx context.Context, cs kubernetes.Interface, pod corev1.Pod, logs *logCollector) {
+	prefix := fmt.Sprintf("[node-%s]: ", pod.Annotations[completionIndex])
+	container := pod.Spec.Containers[0].Name
+	streamed := int32(-1) // the runs of the container streamed so far
+	for ctx.Err() == nil {
+		cur, err := cs.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		var st *corev1.ContainerStatus
+		for i := range cur.Status.ContainerStatuses {
+			if cur.Status.ContainerStatuses[i].Name == container {
+				st = &cur.Status.ContainerStatuses[i]
+			}
+		}
+		started := st != nil && (st.State.Running != nil || st.State.Terminated != nil)
+		if started && st.RestartCount > streamed {
+			streamed = st.RestartCount
+			if streamed > 0 {
+				logs.line(prefix + fmt.Sprintf("--- container restarted (restart %d)", streamed))
+			}
+			req := cs.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: true})
+			rc, err := req.Stream(ctx)
+			if err == nil {
+				sc := bufio.NewScanner(rc)
+				sc.Buffer(make([]byte, 64*1024), 1<<20)
+				for sc.Scan() {
+					logs.line(prefix + sc.Text())
+				}
+				rc.Close()
+			} else if ctx.Err() == nil {
+				logs.line(prefix + "(logs: " + err.Error() + ")")
+			}
+			continue
+		}
+		if cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed || cur.DeletionTimestamp != nil && !started {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// logCollector prints lines and keeps the ones the summary needs.
+type logCollector struct {
+	mu      sync.Mutex
+	out     io.Writer
+	results []string
+}
+
+var resultRE = regexp.MustCompile(`MNIST_RESULT rank=(\d+) world_size=(\d+) .*first_loss=([0-9.]+) last_loss=([0-9.]+) first_loss_mean=([0-9.]+) last_loss_mean=([0-9.]+)`)
+
+func (l *logCollector) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintln(l.out, s)
+	if resultRE.MatchString(s) {
+		l.results = append(l.results, s)
+	}
+}
+
+// summary turns the MNIST_RESULT lines into one line per rank and the global loss.
+func (l *logCollector) summary() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	var global string
+	for _, r := range l.results {
+		m := resultRE.FindStringSubmatch(r)
+		first, _ := strconv.ParseFloat(m[3], 64)
+		last, _ := strconv.ParseFloat(m[4], 64)
+		out = append(out, fmt.Sprintf("rank %s: WORLD_SIZE=%s, loss %.4f -> %.4f (mean of the first and last 20 steps)", m[1], m[2], first, last))
+		global = fmt.Sprintf("all ranks: loss %s -> %s", m[5], m[6])
+	}
+	sort.Strings(out)
+	if global != "" {
+		out = append(out, global)
+	}
+	if len(out) == 0 {
+		out = append(out, "(no MNIST_RESULT line in the logs)")
+	}
+	return out
+}
+
+func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return objs, nil
 			}
-			return fmt.Errorf("decoding %s: %w", path, err)
+			return nil, err
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if !strings.HasPrefix(u.GetKind(), "Cluster") && u.GetNamespace() == "" {
-			u.SetNamespace("default")
-		}
-		if err := c.Create(ctx, u); err != nil {
-			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
 		}
 	}
+}
+
+func rel(wd, p string) string {
+	if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "error:", err)
+	return 1
 }

@@ -4,6 +4,7 @@
 //
 //	local-cluster up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
 //	                     [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
+//	                     [--process-nodes N]
 //	local-cluster down   [--state-dir DIR]
 //	local-cluster status [--state-dir DIR]
 //
@@ -87,6 +88,7 @@ func up(args []string) error {
 	cpu := fs.Int("cpu-nodes", 2, "kwok CPU nodes")
 	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
 	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
+	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
@@ -97,7 +99,7 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *cpu == 0 && *gpu == 0 {
+	if *cpu == 0 && *gpu == 0 && *procs == 0 {
 		return errors.New("need at least one node")
 	}
 	var frameworks []string
@@ -112,7 +114,7 @@ func up(args []string) error {
 	defer cancel()
 	start := time.Now()
 	c, err := cluster.Up(ctx, cluster.Options{
-		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus,
+		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
 		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
 		UntaintedNodes: *untainted, Detach: true, Progress: os.Stderr,
 	})

@@ -1,0 +1,75 @@
+// Command trainyard-node is the agent of a Trainyard process node: it registers a
+// Node with the API server and runs the pods bound to it as processes on this
+// machine, each in its own network, mount, PID, UTS and IPC namespaces (see package
+// pkg/processnode). The image of a container is not pulled: its command and args
+// run on the host, with the host's programs and files.
+//
+//	trainyard-node --kubeconfig FILE --node-name NAME --state-dir DIR \
+//	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
+//	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
+//
+// It needs root. SIGTERM ends every pod and removes what the agent created.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trainyard/trainyard/pkg/processnode"
+)
+
+func main() {
+	processnode.RunSandboxIfRequested()
+
+	var cfg processnode.Config
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")
+	flag.StringVar(&cfg.NodeName, "node-name", "process-node", "name of the Node to register")
+	flag.StringVar(&cfg.StateDir, "state-dir", "", "directory for the pods' files and logs (required)")
+	flag.StringVar(&cfg.ListenAddress, "address", "127.0.0.1", "address of the kubelet API (container logs)")
+	flag.IntVar(&cfg.Port, "port", 0, "port of the kubelet API; 0 picks a free one")
+	flag.StringVar(&cfg.HostIP, "node-ip", "127.0.0.1", "InternalIP of the Node, where the API server reaches the kubelet API")
+	flag.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API")
+	flag.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")
+	flag.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA that signs the client certificates the kubelet API accepts")
+	flag.StringVar(&cfg.Bridge, "bridge", "", "Linux bridge of the pods (default derived from --state-dir)")
+	flag.StringVar(&cfg.PodCIDR, "pod-cidr", processnode.DefaultPodCIDR, "this node's pod address range")
+	flag.StringVar(&cfg.ClusterPodCIDR, "cluster-pod-cidr", "", "range of every process node's pods on the bridge (default --pod-cidr)")
+	flag.DurationVar(&cfg.BackoffBase, "restart-backoff", processnode.DefaultBackoffBase, "first crash-loop back-off")
+	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 5*time.Second, "grace period of the pods when the agent stops")
+	nodeLabels := flag.String("node-labels", "", "extra node labels, k=v,k=v")
+	flag.Parse()
+
+	if cfg.StateDir == "" {
+		fmt.Fprintln(os.Stderr, "trainyard-node: --state-dir is required")
+		os.Exit(2)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainyard-node:", err)
+		os.Exit(1)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "trainyard-node/" + cfg.NodeName
+	cfg.RESTConfig = rc
+	if *nodeLabels != "" {
+		cfg.Labels = map[string]string{}
+		for _, kv := range strings.Split(*nodeLabels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			cfg.Labels[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := processnode.New().Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "trainyard-node:", err)
+		os.Exit(1)
+	}
+}

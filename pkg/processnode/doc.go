@@ -1,0 +1,73 @@
+// Package processnode is the agent of a Trainyard process node: a Node whose pods
+// really run, as processes of the machine the agent runs on. It registers the Node
+// and runs its pods with virtual-kubelet (node.NodeController for registration and
+// the lease, node.PodController with this package's Provider, node/api for the
+// kubelet HTTP routes), so that the real scheduler, Job and JobSet controllers drive
+// real processes: `make run` trains a model with torchrun across two such pods.
+//
+// # Images
+//
+// Images are not pulled and not used: a container's command and args (with $(VAR)
+// expanded) run on the host, with the host's programs, libraries and files. A
+// container must therefore name its command; the image field may name anything
+// (the examples keep a real PyTorch image, ignored here).
+//
+// # Isolation
+//
+// Every pod gets a sandbox process (the agent binary again, see
+// RunSandboxIfRequested) that is PID 1 of the pod's own PID namespace and lives in
+// the pod's own network, mount, UTS and IPC namespaces:
+//
+//   - Network: a veth pair, "eth0" in the pod with an address of the node's pod
+//     range (default 10.254.0.0/24, a private range created on this machine only),
+//     the other end on a Linux bridge without an address. Nothing routes to or from
+//     the bridge: pods reach each other and nothing else, so two TrainJobs both
+//     listen on port 29500. iproute2's `ip` and util-linux's `nsenter` do the work.
+//   - Names: the pod's hostname (spec.hostname, else its name) is set in its UTS
+//     namespace, and a hosts file generated per pod is bind mounted on /etc/hosts:
+//     the pod's own names, and every running pod of the process nodes with a
+//     subdomain as cluster DNS names it, <hostname>.<subdomain>.<ns>.svc.cluster.local
+//     and, in the same namespace, <hostname>.<subdomain> (the JobSet's
+//     <job>-node-0-0.<job>). The files are rewritten in place whenever a pod gets or
+//     loses its address.
+//   - Files: the mount namespace is private. Volumes (emptyDir, configMap, secret,
+//     downwardAPI, projected with serviceAccountToken, hostPath) are bind mounted at
+//     their mountPaths, subPath included. A mountPath or workingDir that does not
+//     exist on the host is not created there: its parent is replaced, in the pod's
+//     namespace only, by a tmpfs holding bind mounts of all its entries (for "/",
+//     by pivoting into such a tmpfs), and the new directory lives in that tmpfs.
+//     /proc is the pod's own.
+//   - Processes: each container runs in its own process group; when its main
+//     process ends, the rest of the group is killed. When the sandbox ends, the
+//     kernel kills whatever is left in the pod.
+//
+// Everything the agent writes lives in its state directory. On stop it ends every
+// pod (SIGTERM, then SIGKILL after its grace period, capped by ShutdownGrace) and
+// removes the veths and, once no other process node uses it, the bridge.
+//
+// # Kubelet behaviour
+//
+// Implemented: env (value, $(VAR) expansion, envFrom, fieldRef: metadata.name,
+// namespace, uid, labels, annotations and their ['key'] forms, spec.nodeName,
+// spec.serviceAccountName, status.podIP(s), status.hostIP(s); resourceFieldRef;
+// configMapKeyRef; secretKeyRef; optional references), command/args expansion,
+// workingDir, init containers in order, restartPolicy Always/OnFailure/Never with
+// the crash-loop back-off (immediate, then 10s doubling to 5m), pod phase and
+// container states with exit codes (128+signal for a signal, 128 StartError when
+// the command cannot be started), CreateContainerConfigError while a ConfigMap or
+// Secret is missing, activeDeadlineSeconds (Failed/DeadlineExceeded), deletion
+// (SIGTERM to the process group, the deletion's grace period, SIGKILL, then the
+// pod is removed from the API server), hostNetwork pods, and the kubelet API's
+// containerLogs (kubectl logs, -f, --previous, --tail, --timestamps, --since,
+// --limit-bytes) over HTTPS with client certificates.
+//
+// Not implemented: images and image pull policy, resource limits (no cgroups: a
+// pod may use the whole machine), probes (a running container is ready),
+// lifecycle hooks, restartable init containers (sidecars), securityContext (pods run
+// as root with the host's capabilities), exec/attach/port-forward, metrics and
+// stats, service links and KUBERNETES_SERVICE_* (Service IPs are unreachable),
+// DNS for Services (only pods' hostnames resolve), updates of ConfigMap and Secret
+// volumes after the start, PersistentVolumeClaims and other volume types, separate
+// mount namespaces per container (the pod's containers share one), and the
+// termination message.
+package processnode

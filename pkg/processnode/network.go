@@ -1,0 +1,139 @@
+package processnode
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// network wires pods to a Linux bridge with iproute2: each pod gets a veth pair,
+// "eth0" inside its network namespace with an address of the node's pod range,
+// the other end on the bridge. The bridge has no address and nothing routes to or
+// from it: pods reach each other and nothing else; the host's network is not
+// changed besides the bridge and the veths, which are removed with the pods and on
+// stop.
+type network struct {
+	bridge    string
+	prefixLen int // of the cluster-wide pod range, the subnet of eth0
+	alloc     *ipAllocator
+	logf      func(string, ...interface{})
+}
+
+func newNetwork(bridge, podCIDR, clusterCIDR string, logf func(string, ...interface{})) (*network, error) {
+	if len(bridge) > 15 {
+		return nil, fmt.Errorf("bridge name %q is longer than 15 characters", bridge)
+	}
+	alloc, err := newIPAllocator(podCIDR)
+	if err != nil {
+		return nil, err
+	}
+	if clusterCIDR == "" {
+		clusterCIDR = podCIDR
+	}
+	_, cn, err := net.ParseCIDR(clusterCIDR)
+	if err != nil {
+		return nil, err
+	}
+	if !cn.Contains(alloc.subnet.IP) {
+		return nil, fmt.Errorf("pod range %s is not inside the cluster pod range %s", podCIDR, clusterCIDR)
+	}
+	ones, _ := cn.Mask.Size()
+	return &network{bridge: bridge, prefixLen: ones, alloc: alloc, logf: logf}, nil
+}
+
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// ensureBridge creates the bridge unless another process node of the cluster did.
+func (n *network) ensureBridge() error {
+	if !linkExists(n.bridge) {
+		if err := ipCmd("link", "add", n.bridge, "type", "bridge"); err != nil && !linkExists(n.bridge) {
+			return err
+		}
+	}
+	return ipCmd("link", "set", n.bridge, "up")
+}
+
+// removeBridgeIfUnused deletes the bridge once no veth is attached to it (other
+// process nodes of the same cluster may still use it).
+func (n *network) removeBridgeIfUnused() {
+	if !linkExists(n.bridge) {
+		return
+	}
+	ports, _ := os.ReadDir(filepath.Join("/sys/class/net", n.bridge, "brif"))
+	if len(ports) > 0 {
+		return
+	}
+	if err := ipCmd("link", "del", n.bridge); err != nil && n.logf != nil {
+		n.logf("removing bridge: %v", err)
+	}
+}
+
+// vethName is the host end of a pod's veth pair.
+func vethName(uid string) string {
+	h := sha256.Sum256([]byte(uid))
+	return "tyv" + hex.EncodeToString(h[:])[:11]
+}
+
+// attach gives the network namespace of process pid an eth0 with address ip on the bridge.
+func (n *network) attach(pid int, uid, ip string) error {
+	host := vethName(uid)
+	if linkExists(host) {
+		_ = ipCmd("link", "del", host)
+	}
+	if err := ipCmd("link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)); err != nil {
+		return err
+	}
+	if err := ipCmd("link", "set", host, "master", n.bridge, "up"); err != nil {
+		n.detach(uid)
+		return err
+	}
+	cmd := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--", "ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", ip, n.prefixLen))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		n.detach(uid)
+		return fmt.Errorf("configuring eth0 of pid %d: %v: %s", pid, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// detach removes the host end of a pod's veth pair (the kernel also removes it
+// when the pod's network namespace goes).
+func (n *network) detach(uid string) {
+	host := vethName(uid)
+	if linkExists(host) {
+		_ = ipCmd("link", "del", host)
+	}
+}
+
+// loopbackUp brings lo up in the network namespace of pid (hostNetwork pods excepted).
+func loopbackUp(pid int) error {
+	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--", "ip", "link", "set", "lo", "up").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lo up: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// DefaultBridge derives a bridge name from a state directory, so that two clusters
+// on one machine never share a bridge.
+func DefaultBridge(stateDir string) string {
+	h := sha256.Sum256([]byte(stateDir))
+	return "tyb" + hex.EncodeToString(h[:])[:8]
+}

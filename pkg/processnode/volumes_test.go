@@ -1,0 +1,83 @@
+package processnode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestVolumesAndMountPlan(t *testing.T) {
+	dir := t.TempDir()
+	pod := testPod()
+	mode := int32(0o600)
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "script", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+		{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sec", DefaultMode: &mode,
+			Items: []corev1.KeyToPath{{Key: "TOKEN", Path: "nested/token"}}}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "rank", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}}}},
+	}
+	pod.Spec.Containers = []corev1.Container{{Name: "node", VolumeMounts: []corev1.VolumeMount{
+		{Name: "script", MountPath: "/opt/mnist", ReadOnly: true},
+		{Name: "sec", MountPath: "/etc/token", SubPath: "nested/token"},
+		{Name: "scratch", MountPath: "/data/$(RANK)"},
+		{Name: "scratch", MountPath: "/work/out", SubPathExpr: "out-$(RANK)"},
+		{Name: "shm", MountPath: "/dev/shm"},
+		{Name: "info", MountPath: "/etc/podinfo"},
+	}}}
+	src := fakeSources{
+		cms:     map[string]*corev1.ConfigMap{"team/cfg": {Data: map[string]string{"mnist.py": "print('hi')"}}},
+		secrets: map[string]*corev1.Secret{"team/sec": {Data: map[string][]byte{"TOKEN": []byte("s3cret")}}},
+	}
+	paths, tmpfs, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "volumes", "script", "mnist.py")); string(b) != "print('hi')" {
+		t.Errorf("configMap file: %q", b)
+	}
+	st, err := os.Stat(filepath.Join(dir, "volumes", "sec", "nested", "token"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("secret file mode: %v %v", st, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "volumes", "info", "rank")); string(b) != "1" {
+		t.Errorf("downward API file: %q", b)
+	}
+	plan, err := MountPlan(pod, paths, map[string][]string{"node": {"RANK=1"}}, filepath.Join(dir, "hosts"), tmpfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(name string) string { return filepath.Join(dir, "volumes", name) }
+	want := []mountSpec{
+		{Target: v("shm"), Tmpfs: true},
+		{Source: v("scratch"), Target: "/data/$(RANK)"}, // mountPath is not expanded, as in Kubernetes
+		{Source: v("shm"), Target: "/dev/shm"},
+		{Source: v("info"), Target: "/etc/podinfo"},
+		{Source: v("sec") + "/nested/token", Target: "/etc/token", File: true},
+		{Source: v("script"), Target: "/opt/mnist", ReadOnly: true},
+		{Source: v("scratch") + "/out-1", Target: "/work/out"},
+		{Source: filepath.Join(dir, "hosts"), Target: "/etc/hosts", File: true},
+	}
+	if d := cmp.Diff(want, plan, cmp.AllowUnexported(mountSpec{})); d != "" {
+		t.Errorf("mount plan (-want +got):\n%s", d)
+	}
+
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "other", VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/opt/mnist"}}})
+	if _, err := MountPlan(pod, paths, nil, "", nil); err == nil {
+		t.Error("two containers mounting different volumes at one path must be refused (one mount namespace per pod)")
+	}
+}
+
+func TestUnsupportedVolume(t *testing.T) {
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, t.TempDir(), fakeSources{}, nil); err == nil {
+		t.Error("a PVC is not supported on a process node")
+	}
+}

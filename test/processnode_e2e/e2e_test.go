@@ -1,0 +1,355 @@
+// Package processnode_e2e trains examples/mnist for real through the whole stack:
+// a TrainJob created through the API server, resolved by the Trainyard manager into
+// a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
+// to a process node (cmd/trainyard-node), which runs torchrun in each pod's own
+// namespaces. The logs are read through the API server (kubectl logs), which reaches
+// the process node's kubelet API.
+//
+// Needs root, the local cluster binaries (make cluster-tools) and Debian's
+// python3-torch (make run installs it); skipped otherwise.
+package processnode_e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/processnode"
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+var (
+	c    *cluster.Cluster
+	cs   kubernetes.Interface
+	repo string
+)
+
+func TestMain(m *testing.M) {
+	skip := func(why string) {
+		fmt.Fprintln(os.Stderr, "processnode e2e: skipped:", why)
+		os.Exit(0)
+	}
+	wd, _ := os.Getwd()
+	var err error
+	if repo, err = cluster.FindRepoDir(wd); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	o := cluster.Options{ProcessNodes: 1, Runtimes: []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")}}
+	missing, err := cluster.MissingBinaries(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if len(missing) > 0 {
+		skip("local cluster binaries missing (run `make cluster-tools`): " + strings.Join(missing, ", "))
+	}
+	if os.Geteuid() != 0 {
+		skip("needs root (the process node gives each pod its own namespaces)")
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		skip("/usr/bin/python3 cannot import torch (install Debian's python3-torch, as `make run` does)")
+	}
+	dir, err := os.MkdirTemp("", "trainyard-processnode-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	o.StateDir = dir
+	if os.Getenv("E2E_VERBOSE") != "" {
+		o.Progress = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	start := time.Now()
+	c, err = cluster.Up(ctx, o)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "processnode e2e: bringing the cluster up:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "processnode e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), dir)
+	if cs, err = kubernetes.NewForConfig(c.RESTConfig()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "processnode e2e: logs of every component are in %s\n", c.Logs())
+	}
+	if err := c.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "processnode e2e: stopping the cluster:", err)
+		code = 1
+	}
+	// The agent removed everything it created on the host.
+	if bridge := processnode.DefaultBridge(dir); linkExists(bridge) {
+		fmt.Fprintf(os.Stderr, "processnode e2e: bridge %s is still there after Down\n", bridge)
+		code = 1
+	}
+	if veths, _ := filepath.Glob("/sys/class/net/tyv*"); len(veths) > 0 {
+		fmt.Fprintf(os.Stderr, "processnode e2e: veths left after Down: %v\n", veths)
+		code = 1
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// createMNIST creates the example's ConfigMap (from mnist.py, as its
+// kustomization does) and its TrainJob, renamed, in namespace ns.
+func createMNIST(t *testing.T, ctx context.Context, ns string, names ...string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", "mnist.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mnist-script", Namespace: ns}, Data: map[string]string{"mnist.py": string(script)}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", "trainjob.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		job := u.DeepCopy()
+		job.SetName(name)
+		job.SetNamespace(ns)
+		if err := c.Client().Create(ctx, job); err != nil {
+			t.Fatalf("creating TrainJob %s: %v", name, err)
+		}
+	}
+}
+
+// waitFinished waits until the TrainJob is Complete or Failed and returns that condition.
+func waitFinished(t *testing.T, ctx context.Context, ns, name string) metav1.Condition {
+	t.Helper()
+	for {
+		var job trainer.TrainJob
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil && ctx.Err() == nil {
+			t.Logf("reading TrainJob %s: %v", name, err)
+		}
+		for _, typ := range []string{"Complete", "Failed"} {
+			if cond := apimeta.FindStatusCondition(job.Status.Conditions, typ); cond != nil && cond.Status == metav1.ConditionTrue {
+				return *cond
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("TrainJob %s/%s not finished: %v; status %+v", ns, name, ctx.Err(), job.Status)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// podLogs returns the logs of the job's pods by node rank, read through the API
+// server as kubectl logs does.
+func podLogs(t *testing.T, ctx context.Context, ns, job string) map[string]string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		b, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "node"}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of %s: %v", p.Name, err)
+		}
+		out[p.Annotations["batch.kubernetes.io/job-completion-index"]] = string(b)
+	}
+	return out
+}
+
+var resultRE = regexp.MustCompile(`MNIST_RESULT rank=(\d+) world_size=(\d+) .*first_loss=([0-9.]+) last_loss=([0-9.]+) first_loss_mean=([0-9.]+) last_loss_mean=([0-9.]+)`)
+
+// checkTrained asserts from the logs that both ranks saw WORLD_SIZE=2, used the
+// JobSet's master address and port 29500, and that the loss fell by at least half.
+func checkTrained(t *testing.T, job string, logs map[string]string) {
+	t.Helper()
+	if len(logs) != 2 {
+		t.Fatalf("%s: logs of %d pods, want 2", job, len(logs))
+	}
+	for rank, l := range logs {
+		if !strings.Contains(l, "WORLD_SIZE=2 ") || !strings.Contains(l, "world_size=2 ") {
+			t.Errorf("%s rank %s did not see WORLD_SIZE=2:\n%s", job, rank, l)
+		}
+		if want := fmt.Sprintf("MASTER_ADDR=%s-node-0-0.%s MASTER_PORT=29500", job, job); !strings.Contains(l, want) {
+			t.Errorf("%s rank %s: no %q in the logs:\n%s", job, rank, want, l)
+		}
+		m := resultRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("%s rank %s: no MNIST_RESULT line:\n%s", job, rank, l)
+			continue
+		}
+		if m[1] != rank {
+			t.Errorf("%s: pod of node rank %s ran as rank %s", job, rank, m[1])
+		}
+		first, _ := strconv.ParseFloat(m[3], 64)
+		last, _ := strconv.ParseFloat(m[4], 64)
+		firstMean, _ := strconv.ParseFloat(m[5], 64)
+		lastMean, _ := strconv.ParseFloat(m[6], 64)
+		t.Logf("%s rank %s: WORLD_SIZE=%s, loss %.4f -> %.4f (all ranks %.4f -> %.4f)", job, rank, m[2], first, last, firstMean, lastMean)
+		if !(last <= first/2) || !(lastMean <= firstMean/2) {
+			t.Errorf("%s rank %s: loss did not fall by half: %.4f -> %.4f (all ranks %.4f -> %.4f)", job, rank, first, last, firstMean, lastMean)
+		}
+	}
+}
+
+// TestMNIST trains the example on two nodes and follows a node's log while it
+// trains, as `kubectl logs -f` does.
+func TestMNIST(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const ns, job = "mnist-e2e", "mnist"
+	createMNIST(t, ctx, ns, job)
+
+	// Follow node 1 from the moment its container runs.
+	followed := make(chan string, 1)
+	go func() {
+		followed <- followNode(ctx, ns, job, "1")
+	}()
+	cond := waitFinished(t, ctx, ns, job)
+	if cond.Type != "Complete" {
+		t.Fatalf("TrainJob %s: %s/%s: %s", job, cond.Type, cond.Reason, cond.Message)
+	}
+	logs := podLogs(t, ctx, ns, job)
+	checkTrained(t, job, logs)
+	select {
+	case f := <-followed:
+		if !strings.Contains(f, "MNIST_RESULT rank=1") {
+			t.Errorf("the followed log stream of node 1 ended without the result line:\n%s", f)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the followed log stream did not end with the container")
+	}
+}
+
+// followNode streams the log of the pod of node rank as soon as it runs, until the
+// stream ends.
+func followNode(ctx context.Context, ns, job, rank string) string {
+	for ctx.Err() == nil {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + job})
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Annotations["batch.kubernetes.io/job-completion-index"] != rank || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+					continue
+				}
+				rc, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "node", Follow: true}).Stream(ctx)
+				if err != nil {
+					return "stream: " + err.Error()
+				}
+				var b strings.Builder
+				sc := bufio.NewScanner(rc)
+				for sc.Scan() {
+					b.WriteString(sc.Text() + "\n")
+				}
+				rc.Close()
+				return b.String()
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return ""
+}
+
+// TestTwoTrainJobsAtOnce runs two TrainJobs side by side on the one process node:
+// both masters listen on port 29500, each in its own pod network namespace.
+func TestTwoTrainJobsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	const ns = "mnist-pair"
+	jobs := []string{"mnist-a", "mnist-b"}
+	createMNIST(t, ctx, ns, jobs...)
+
+	// Both run at the same time: all four pods are Running at one moment.
+	if err := waitAllRunning(ctx, ns, 4); err != nil {
+		t.Error(err)
+	}
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cond := waitFinished(t, ctx, ns, job)
+			if cond.Type != "Complete" {
+				t.Errorf("TrainJob %s: %s/%s: %s", job, cond.Type, cond.Reason, cond.Message)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	ips := map[string]string{}
+	for _, job := range jobs {
+		checkTrained(t, job, podLogs(t, ctx, ns, job))
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if other, dup := ips[p.Status.PodIP]; dup {
+				t.Errorf("pods %s and %s share the address %s", other, p.Name, p.Status.PodIP)
+			}
+			ips[p.Status.PodIP] = p.Name
+		}
+	}
+}
+
+func waitAllRunning(ctx context.Context, ns string, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		running := 0
+		var phases []string
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+			phases = append(phases, p.Name+"="+string(p.Status.Phase))
+		}
+		if running >= n {
+			return nil
+		}
+		last = strings.Join(phases, " ")
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the pods of both TrainJobs were never all Running at once: " + last)
+}

@@ -373,9 +373,16 @@ func TestAPIServerValidation(t *testing.T) {
 
 	// Immutable once created: trainer and runtimeRef.
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "fixed", nil)))
-	job := getTrainJob(t, ns, "fixed")
-	job.Spec.Trainer.Image = ptr.To("example.com/other:v2")
-	err := env.Client.Update(ctx(), job)
+	// Retry on conflict: the controller writes status concurrently, and a stale
+	// resourceVersion is rejected before the object is validated.
+	var err error
+	for i := 0; i < 20; i++ {
+		job := getTrainJob(t, ns, "fixed")
+		job.Spec.Trainer.Image = ptr.To("example.com/other:v2")
+		if err = env.Client.Update(ctx(), job); !apierrors.IsConflict(err) {
+			break
+		}
+	}
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "spec.trainer: Invalid value")
 	require.Contains(t, err.Error(), "field is immutable")

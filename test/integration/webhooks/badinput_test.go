@@ -250,7 +250,12 @@ func TestRuntimePatchTimes(t *testing.T) {
 	require.NotNil(t, j.Spec.RuntimePatches[0].Time, "time stamped on create")
 	first := *j.Spec.RuntimePatches[0].Time
 
-	j.Spec.Labels = map[string]string{"unrelated": "change"}
-	require.NoError(t, env.Client.Update(ctx(), j))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(j), j); err != nil {
+			return err
+		}
+		j.Spec.Labels = map[string]string{"unrelated": "change"}
+		return env.Client.Update(ctx(), j)
+	}))
 	require.Equal(t, first, *j.Spec.RuntimePatches[0].Time, "unchanged patch keeps its time")
 }

@@ -33,8 +33,9 @@ run: cluster-tools ## Train the MNIST example for real: TrainJob -> JobSet -> po
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/.
+build: ## Build the manager and the trainyard CLI (docs/cli.md) into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard ./cmd/trainyard
 
 .PHONY: k8s-tools
 k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules into bin/k8s (cached).

@@ -5,8 +5,8 @@
 // (cmd/trainyard-node) runs pods as processes of this machine, each in its own
 // network, mount and PID namespaces. Then it applies the torch-distributed runtime
 // and examples/mnist (a ConfigMap with the training script and a 2-node TrainJob),
-// streams both nodes' logs as `kubectl logs -f` does (through the API server and the
-// node's kubelet API), and exits 0 once the TrainJob is Complete, non-zero with the
+// streams both nodes' logs as `trainyard logs -f` does (pkg/cli/logs: through the API
+// server and the node's kubelet API, [node-<rank>]: prefixes), and exits 0 once the TrainJob is Complete, non-zero with the
 // TrainJob's reason otherwise.
 //
 // Usage: go run ./test/local [-keep] [-timeout 10m] [-state-dir bin/cluster]
@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -34,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,17 +41,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/logs"
 	"github.com/trainyard/trainyard/test/cluster"
 )
 
 const (
-	namespace   = "default"
-	jobName     = "mnist"
-	exampleDir  = "examples/mnist"
-	runtimeFile = "runtimes/torch-distributed.yaml"
-	// CompletionIndexAnnotation is the node rank of a pod of an Indexed Job.
-	completionIndex = "batch.kubernetes.io/job-completion-index"
-	jobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
+	namespace       = "default"
+	jobName         = "mnist"
+	exampleDir      = "examples/mnist"
+	runtimeFile     = "runtimes/torch-distributed.yaml"
+	jobSetNameLabel = logs.JobSetNameLabel
 )
 
 func main() {
@@ -145,16 +142,16 @@ func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time
 	}
 	applied := time.Now()
 
-	logs := &logCollector{out: os.Stdout}
-	var followers sync.WaitGroup
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	defer stopFollowing()
-	discoverCtx, stopDiscovering := context.WithCancel(followCtx)
-	defer stopDiscovering()
-	discovered := make(chan struct{})
+	results := &resultCollector{}
+	streamer := &logs.Streamer{Client: cs, Namespace: namespace, Job: jobName, Node: -1, Out: func(l string) {
+		fmt.Println(l)
+		results.line(l)
+	}}
+	jobFinished := make(chan struct{})
+	followed := make(chan struct{})
 	go func() {
-		defer close(discovered)
-		followPods(discoverCtx, followCtx, cs, logs, &followers)
+		defer close(followed)
+		streamer.Follow(ctx, jobFinished, 10*time.Second)
 	}()
 
 	// Wait for the TrainJob to finish.
@@ -184,12 +181,11 @@ func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time
 		}
 	}
 	// Let the log streams drain: they end with the containers.
-	stopDiscovering()
-	<-discovered
-	stopFollowingAfter(&followers, 10*time.Second, stopFollowing)
+	close(jobFinished)
+	<-followed
 
 	fmt.Println()
-	summary := logs.summary()
+	summary := results.summary()
 	for _, s := range summary {
 		fmt.Println("   ", s)
 	}
@@ -203,111 +199,24 @@ func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time
 	return 0
 }
 
-// stopFollowingAfter waits for the followers, cutting them off after d.
-func stopFollowingAfter(wg *sync.WaitGroup, d time.Duration, cancel context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		cancel()
-		<-done
-	}
-}
-
-// followPods follows the logs of every pod of the job, one stream per pod and run
-// of its container, each line prefixed with [node-<rank>]:.
-func followPods(ctx, streamCtx context.Context, cs kubernetes.Interface, logs *logCollector, wg *sync.WaitGroup) {
-	seen := map[string]bool{}
-	for {
-		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: jobSetNameLabel + "=" + jobName})
-		if err == nil {
-			for _, p := range pods.Items {
-				if seen[string(p.UID)] || p.Spec.NodeName == "" {
-					continue
-				}
-				seen[string(p.UID)] = true
-				wg.Add(1)
-				go func(pod corev1.Pod) {
-					defer wg.Done()
-					followPod(streamCtx, cs, pod, logs)
-				}(p)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
-func followPod(ctx context.Context, cs kubernetes.Interface, pod corev1.Pod, logs *logCollector) {
-	prefix := fmt.Sprintf("[node-%s]: ", pod.Annotations[completionIndex])
-	container := pod.Spec.Containers[0].Name
-	streamed := int32(-1) // the runs of the container streamed so far
-	for ctx.Err() == nil {
-		cur, err := cs.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return
-		}
-		var st *corev1.ContainerStatus
-		for i := range cur.Status.ContainerStatuses {
-			if cur.Status.ContainerStatuses[i].Name == container {
-				st = &cur.Status.ContainerStatuses[i]
-			}
-		}
-		started := st != nil && (st.State.Running != nil || st.State.Terminated != nil)
-		if started && st.RestartCount > streamed {
-			streamed = st.RestartCount
-			if streamed > 0 {
-				logs.line(prefix + fmt.Sprintf("--- container restarted (restart %d)", streamed))
-			}
-			req := cs.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: true})
-			rc, err := req.Stream(ctx)
-			if err == nil {
-				sc := bufio.NewScanner(rc)
-				sc.Buffer(make([]byte, 64*1024), 1<<20)
-				for sc.Scan() {
-					logs.line(prefix + sc.Text())
-				}
-				rc.Close()
-			} else if ctx.Err() == nil {
-				logs.line(prefix + "(logs: " + err.Error() + ")")
-			}
-			continue
-		}
-		if cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed || cur.DeletionTimestamp != nil && !started {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
-// logCollector prints lines and keeps the ones the summary needs.
-type logCollector struct {
+// resultCollector keeps the log lines the summary needs.
+type resultCollector struct {
 	mu      sync.Mutex
-	out     io.Writer
 	results []string
 }
 
 var resultRE = regexp.MustCompile(`MNIST_RESULT rank=(\d+) world_size=(\d+) .*first_loss=([0-9.]+) last_loss=([0-9.]+) first_loss_mean=([0-9.]+) last_loss_mean=([0-9.]+)`)
 
-func (l *logCollector) line(s string) {
+func (l *resultCollector) line(s string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintln(l.out, s)
 	if resultRE.MatchString(s) {
 		l.results = append(l.results, s)
 	}
 }
 
 // summary turns the MNIST_RESULT lines into one line per rank and the global loss.
-func (l *logCollector) summary() []string {
+func (l *resultCollector) summary() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string

@@ -1,0 +1,341 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/logs"
+)
+
+// DefaultRuntime is the runtime `train` uses unless told otherwise, as in the SDK.
+const DefaultRuntime = "torch-distributed"
+
+func runtimesCommand() *command {
+	var output string
+	return &command{
+		usage:   "[-o yaml|json]",
+		summary: "List the runtimes a TrainJob can use, with framework, nodes and devices",
+		help: `Lists the namespace's TrainingRuntimes and the ClusterTrainingRuntimes that carry
+the trainer.kubeflow.org/framework label (others are named on stderr, as the SDK
+skips them). DEVICE and DEVICE COUNT come from the limits of the runtime's node
+container (nvidia.com/gpu → gpu, google.com/tpu → tpu, nvidia.com/mig-* → mig-*,
+cpu → cpu; Unknown without limits), the count for all nodes together.
+ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+		},
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usagef("runtimes takes no arguments, got %q", args)
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			rts, skipped, warnings, err := ListRuntimes(ctx, cl.Client, cl.Namespace)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(e.stderr, "warning:", w)
+			}
+			for _, s := range skipped {
+				fmt.Fprintf(e.stderr, "warning: %s has no %s label; not listed\n", s, trainer.FrameworkLabel)
+			}
+			if output != OutputTable {
+				if rts == nil {
+					rts = []Runtime{}
+				}
+				return printData(e.stdout, output, rts)
+			}
+			return PrintRuntimes(e.stdout, rts)
+		},
+	}
+}
+
+func trainCommand() *command {
+	var (
+		runtimeName, resources, queue, name, image string
+		numNodes                                   int32
+		envs                                       []string
+		dryRun                                     bool
+	)
+	return &command{
+		usage:   "[flags] SCRIPT [-- SCRIPT_ARGS...] | [flags] -- COMMAND [ARGS...]",
+		summary: "Create a TrainJob that runs a local script (or a command) on N nodes",
+		help: `With SCRIPT, the file's content travels in the TrainJob's command: each node
+writes it to a temporary directory and runs it with torchrun on torch runtimes
+(torchrun reads the PET_* variables Trainyard sets, so it needs no flags) or
+python3 on others, with SCRIPT_ARGS. After --, COMMAND is the trainer's command
+as it is. With neither, the runtime's own command runs.
+
+Prints the TrainJob's name. Examples:
+  trainyard train --num-nodes 2 --resources cpu=2,memory=4Gi examples/mnist/mnist.py
+  trainyard train --env MNIST_STEPS=100 train.py -- --lr 0.1
+  trainyard train --runtime plain-ml -- python3 -c 'print("hello")'`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&runtimeName, "runtime", DefaultRuntime, "the TrainingRuntime (this namespace) or ClusterTrainingRuntime to run on")
+			fs.Int32Var(&numNodes, "num-nodes", 0, "number of nodes (default: the runtime's)")
+			fs.StringVar(&resources, "resources", "", "resources per node, requests = limits, e.g. cpu=2,memory=4Gi,gpu=1 (gpu is nvidia.com/gpu)")
+			fs.StringArrayVar(&envs, "env", nil, "NAME=VALUE environment variable of the trainer (repeatable)")
+			fs.StringVar(&queue, "queue", "", "Kueue LocalQueue (label "+QueueLabel+")")
+			fs.StringVar(&name, "name", "", "TrainJob name (default: random, 12 characters)")
+			fs.StringVar(&image, "image", "", "trainer image (default: the runtime's)")
+			fs.BoolVar(&dryRun, "dry-run", false, "print the TrainJob as YAML instead of creating it")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if numNodes < 0 {
+				return usagef("--num-nodes %d: must be positive", numNodes)
+			}
+			res, err := ParseResources(resources)
+			if err != nil {
+				return usageError{err}
+			}
+			envVars, err := ParseEnv(envs)
+			if err != nil {
+				return usageError{err}
+			}
+			script, scriptArgs, command := "", []string(nil), []string(nil)
+			switch dash := fs.ArgsLenAtDash(); {
+			case dash == 0:
+				if len(args) == 0 {
+					return usagef("no command after --")
+				}
+				command = args
+			case dash > 1:
+				return usagef("one SCRIPT expected before --, got %q (script arguments go after --)", args[:dash])
+			case dash < 0 && len(args) > 1:
+				return usagef("one SCRIPT expected, got %q (script arguments go after --)", args)
+			case len(args) > 0:
+				script, scriptArgs = args[0], args[1:]
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			rt, err := GetRuntime(ctx, cl.Client, cl.Namespace, runtimeName)
+			if err != nil {
+				return err
+			}
+			if rt.Framework == "" {
+				fmt.Fprintf(e.stderr, "warning: %s %s has no %s label\n", rt.Kind, rt.Name, trainer.FrameworkLabel)
+			}
+			if script != "" {
+				content, err := os.ReadFile(script)
+				if err != nil {
+					return fmt.Errorf("reading the script: %w", err)
+				}
+				if command, err = ScriptCommand(rt.Entrypoint, script, content, scriptArgs); err != nil {
+					return err
+				}
+			}
+			if name == "" {
+				if name, err = RandomName(); err != nil {
+					return err
+				}
+			}
+			job := NewTrainJob(TrainOptions{Name: name, Namespace: cl.Namespace, Runtime: rt, NumNodes: numNodes,
+				Resources: res, Env: envVars, Queue: queue, Image: image, Command: command})
+			if dryRun {
+				b, err := yaml.Marshal(job)
+				if err != nil {
+					return fmt.Errorf("encoding the TrainJob: %w", err)
+				}
+				_, err = e.stdout.Write(b)
+				return err
+			}
+			if err := cl.Client.Create(ctx, job); err != nil {
+				return fmt.Errorf("creating TrainJob %s/%s: %w", cl.Namespace, name, err)
+			}
+			fmt.Fprintln(e.stdout, name)
+			nsFlag := ""
+			if e.kube.Namespace != "" {
+				nsFlag = " -n " + cl.Namespace
+			}
+			fmt.Fprintf(e.stderr, "TrainJob %s created in namespace %s on %s %s; follow it with: trainyard%s logs -f %s\n",
+				name, cl.Namespace, rt.Kind, rt.Name, nsFlag, name)
+			return nil
+		},
+	}
+}
+
+func getCommand() *command {
+	var output string
+	return &command{
+		usage:   "[NAME] [-o yaml|json]",
+		summary: "Show a TrainJob's status and steps (node pods), or list TrainJobs",
+		help: `STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
+with its reason and message. Each step is a pod: node-<rank> for the trainer's
+nodes, with the pod's phase and its device (from the node container's limits;
+the count is PET_NPROC_PER_NODE, torchrun's processes per node, when it is a
+number).`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
+		},
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) > 1 {
+				return usagef("get takes at most one TrainJob name, got %q", args)
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				job, err := GetJob(ctx, cl.Client, cl.Namespace, args[0])
+				if err != nil {
+					return err
+				}
+				if output != OutputTable {
+					return printData(e.stdout, output, job)
+				}
+				return PrintJob(e.stdout, job, time.Now())
+			}
+			jobs, err := ListJobs(ctx, cl.Client, cl.Namespace)
+			if err != nil {
+				return err
+			}
+			if output != OutputTable {
+				return printData(e.stdout, output, jobs)
+			}
+			if len(jobs) == 0 {
+				fmt.Fprintf(e.stderr, "no TrainJobs in namespace %s\n", cl.Namespace)
+				return nil
+			}
+			return PrintJobs(e.stdout, jobs, time.Now())
+		},
+	}
+}
+
+func logsCommand() *command {
+	var (
+		follow bool
+		node   int
+	)
+	return &command{
+		usage:   "NAME [-f] [--node N]",
+		summary: "Print the logs of a TrainJob's nodes, each line prefixed with [node-N]:",
+		help: `Without -f, prints what every node (or node N) has logged so far, node by node.
+With -f, follows every node while the TrainJob runs, including pods that start
+later and containers that restart, and returns once the TrainJob has finished
+and the logs have ended.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVarP(&follow, "follow", "f", false, "follow the logs until the TrainJob finishes")
+			fs.IntVar(&node, "node", -1, "only the node of this rank; -1 means every node")
+		},
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) != 1 {
+				return usagef("logs takes one TrainJob name, got %q", args)
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			var job trainer.TrainJob
+			if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: name}, &job); err != nil {
+				return fmt.Errorf("reading TrainJob %s/%s: %w", cl.Namespace, name, err)
+			}
+			s := &logs.Streamer{Client: cl.Clientset, Namespace: cl.Namespace, Job: name, Node: node,
+				Out: func(l string) { fmt.Fprintln(e.stdout, l) }}
+			if !follow {
+				n, err := s.Print(ctx)
+				if err == nil && n == 0 {
+					fmt.Fprintf(e.stderr, "no node of TrainJob %s has started yet (trainyard logs -f waits for them)\n", name)
+				}
+				return err
+			}
+			finished := make(chan struct{})
+			go func() {
+				defer close(finished)
+				watchFinished(ctx, cl.Client, cl.Namespace, name)
+			}()
+			s.Follow(ctx, finished, 10*time.Second)
+			return ctx.Err()
+		},
+	}
+}
+
+// watchFinished returns once the TrainJob is Complete, Failed or gone, or ctx is done.
+func watchFinished(ctx context.Context, c client.Client, namespace, name string) {
+	for ctx.Err() == nil {
+		var job trainer.TrainJob
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if _, done := Finished(&job); err == nil && done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func waitCommand() *command {
+	var timeout, interval time.Duration
+	return &command{
+		usage:   "NAME [--timeout 10m]",
+		summary: "Wait for a TrainJob to finish, showing its progress",
+		help: `Prints a line whenever the TrainJob's phase, reason or number of ready nodes
+changes. Exits 0 when it is Complete, 1 when it Failed (with the reason and
+message), 3 when the timeout passes first.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+			fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
+		},
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) != 1 {
+				return usagef("wait takes one TrainJob name, got %q", args)
+			}
+			if timeout <= 0 || interval <= 0 {
+				return usagef("--timeout and --interval must be positive")
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			return Wait(ctx, cl.Client, cl.Namespace, args[0], timeout, interval, e.stdout)
+		},
+	}
+}
+
+func deleteCommand() *command {
+	return &command{
+		usage:   "NAME...",
+		summary: "Delete TrainJobs (their JobSets and pods go with them)",
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) == 0 {
+				return usagef("delete takes one or more TrainJob names")
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				job := &trainer.TrainJob{}
+				job.Namespace, job.Name = cl.Namespace, name
+				if err := cl.Client.Delete(ctx, job, client.PropagationPolicy("Background")); err != nil {
+					return fmt.Errorf("deleting TrainJob %s/%s: %w", cl.Namespace, name, err)
+				}
+				fmt.Fprintf(e.stdout, "trainjob %s deleted\n", name)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,238 @@
+// Package logs reads the logs of a TrainJob's node pods through the API server, as
+// `kubectl logs` does, one line at a time and each line prefixed with its node,
+// "[node-<rank>]: ", the shape the Kubeflow SDK prints. Print reads what the pods
+// have logged so far; Follow streams every node while the job runs, including pods
+// that appear later and containers that restart.
+package logs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Labels and annotations that identify a TrainJob's pods.
+const (
+	// JobSetNameLabel is on every pod of a JobSet; a TrainJob's JobSet has its name.
+	JobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
+	// CompletionIndexKey is the node rank of a pod of an Indexed Job (a label and
+	// an annotation).
+	CompletionIndexKey = "batch.kubernetes.io/job-completion-index"
+	// NodeContainer is the trainer's container.
+	NodeContainer = "node"
+)
+
+// pollInterval is how often Follow looks for new pods and restarted containers.
+const pollInterval = 300 * time.Millisecond
+
+// Streamer reads the logs of one TrainJob's node pods.
+type Streamer struct {
+	Client    kubernetes.Interface
+	Namespace string
+	// Job is the TrainJob's name (and its JobSet's).
+	Job string
+	// Node restricts the logs to one node rank; -1 (or any negative) means all.
+	Node int
+	// Out receives every line, prefix included. Calls are serialised.
+	Out func(line string)
+
+	mu sync.Mutex
+}
+
+// Rank is the node rank of a pod: its Job completion index.
+func Rank(pod *corev1.Pod) (int, bool) {
+	v, ok := pod.Labels[CompletionIndexKey]
+	if !ok {
+		v, ok = pod.Annotations[CompletionIndexKey]
+	}
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+// Prefix is what each line of a node's log starts with.
+func Prefix(rank int) string { return fmt.Sprintf("[node-%d]: ", rank) }
+
+func (s *Streamer) line(l string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Out(l)
+}
+
+// pods lists the node pods of the job that the Streamer reads, ordered by rank,
+// then creation.
+func (s *Streamer) pods(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSetNameLabel + "=" + s.Job})
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", s.Namespace, s.Job, err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		rank, ok := Rank(&p)
+		if !ok || !hasContainer(&p, NodeContainer) || (s.Node >= 0 && rank != s.Node) {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, _ := Rank(&out[i])
+		rj, _ := Rank(&out[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+	})
+	return out, nil
+}
+
+func hasContainer(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == name {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// started reports whether the container has run (so that it has logs).
+func started(st *corev1.ContainerStatus) bool {
+	return st != nil && (st.State.Running != nil || st.State.Terminated != nil)
+}
+
+// Print writes what every node has logged so far, node by node. Pods whose
+// container has not started yet are skipped. It returns how many pods it read.
+func (s *Streamer) Print(ctx context.Context) (int, error) {
+	pods, err := s.pods(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods {
+		if !started(containerStatus(&p, NodeContainer)) {
+			continue
+		}
+		rank, _ := Rank(&p)
+		if err := s.stream(ctx, p.Name, Prefix(rank), false); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// stream copies one container log, line by line, to Out.
+func (s *Streamer) stream(ctx context.Context, pod, prefix string, follow bool) error {
+	rc, err := s.Client.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: NodeContainer, Follow: follow}).Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the log of pod %s: %w", pod, err)
+	}
+	defer rc.Close()
+	return scanLines(rc, func(l string) { s.line(prefix + l) })
+}
+
+// scanLines calls fn for each line of r; a last line without a newline counts.
+func scanLines(r io.Reader, fn func(string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
+	return sc.Err()
+}
+
+// Follow streams the log of every node pod of the job, as `kubectl logs -f`
+// does, one stream per pod and run of its container, until finished is closed
+// and the streams have ended (they end with the containers), or drain has passed
+// since finished was closed, or ctx is done. Pods that appear while it runs are
+// followed too; it looks for them until finished is closed, and at least once.
+func (s *Streamer) Follow(ctx context.Context, finished <-chan struct{}, drain time.Duration) {
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	seen := map[string]bool{}
+	for done := false; !done; {
+		pods, err := s.pods(ctx)
+		if err == nil {
+			for _, p := range pods {
+				if seen[string(p.UID)] || p.Spec.NodeName == "" {
+					continue
+				}
+				seen[string(p.UID)] = true
+				wg.Add(1)
+				go func(pod corev1.Pod) {
+					defer wg.Done()
+					s.followPod(streamCtx, pod)
+				}(p)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-finished:
+			done = true
+		case <-time.After(pollInterval):
+		}
+	}
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(drain):
+		cancel()
+		<-ended
+	}
+}
+
+// followPod follows one pod's node container, again after each restart, until
+// the pod has finished (or is deleted before its container started).
+func (s *Streamer) followPod(ctx context.Context, pod corev1.Pod) {
+	rank, _ := Rank(&pod)
+	prefix := Prefix(rank)
+	streamed := int32(-1) // the runs of the container streamed so far
+	for ctx.Err() == nil {
+		cur, err := s.Client.CoreV1().Pods(s.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		st := containerStatus(cur, NodeContainer)
+		run := started(st)
+		if run && st.RestartCount > streamed {
+			streamed = st.RestartCount
+			if streamed > 0 {
+				s.line(prefix + fmt.Sprintf("--- container restarted (restart %d)", streamed))
+			}
+			if err := s.stream(ctx, pod.Name, prefix, true); err != nil && ctx.Err() == nil {
+				s.line(prefix + "(logs: " + err.Error() + ")")
+			}
+			continue
+		}
+		if cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed || cur.DeletionTimestamp != nil && !run {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pollInterval):
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package processnode_e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// buildCLI builds cmd/trainyard into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "trainyard")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trainyard")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/trainyard: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cliCmd is trainyard with the cluster's kubeconfig and namespace ns, run from the
+// repository (so that examples/... paths work as in the docs).
+func cliCmd(bin, ns string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", c.Kubeconfig(), "-n", ns}, args...)...)
+	cmd.Dir = repo
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	return cmd, &out, &errOut
+}
+
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// runTrainyard runs trainyard to its end and returns stdout and the exit code.
+func runTrainyard(t *testing.T, bin, ns string, args ...string) (string, int) {
+	t.Helper()
+	cmd, out, errOut := cliCmd(bin, ns, args...)
+	code := exitCode(cmd.Run())
+	t.Logf("$ trainyard %s  (exit %d)\n%s%s", strings.Join(args, " "), code, out, errOut)
+	return out.String(), code
+}
+
+// scriptDirs are the directories the script-carrying command creates on a process
+// node: the pods run on this machine and see its /tmp.
+func scriptDirs() map[string]bool {
+	dirs, _ := filepath.Glob("/tmp/trainyard.??????")
+	m := map[string]bool{}
+	for _, d := range dirs {
+		m[d] = true
+	}
+	return m
+}
+
+var cliResultRE = regexp.MustCompile(`^\[node-(\d)\]: .*MNIST_RESULT rank=(\d) world_size=2 steps=(\d+) .* ok=(True|False)`)
+
+// TestCLITrainMNIST is the SDK flow from a shell, training for real: `trainyard
+// train` ships examples/mnist/mnist.py in the TrainJob's command to 2 nodes of
+// torch-distributed, `trainyard logs -f` streams both nodes while they train, and
+// `trainyard wait` exits 0 once the TrainJob is Complete.
+func TestCLITrainMNIST(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin := buildCLI(t)
+	const ns = "cli-mnist"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptDirs()
+	t.Cleanup(func() {
+		for d := range scriptDirs() {
+			if _, err := os.Stat(filepath.Join(d, "mnist.py")); !before[d] && err == nil {
+				_ = os.RemoveAll(d)
+			}
+		}
+	})
+
+	// The environment examples/mnist/trainjob.yaml sets for Debian's torch 1.13, and
+	// fewer steps than the script's default, which its result line must show.
+	out, code := runTrainyard(t, bin, ns, "train", "--runtime", "torch-distributed", "--num-nodes", "2",
+		"--resources", "cpu=500m,memory=512Mi",
+		"--env", "PET_REDIRECTS=1", "--env", "PET_TEE=1", "--env", "PET_MONITOR_INTERVAL=1",
+		"--env", "OMP_NUM_THREADS=1", "--env", "PYTHONUNBUFFERED=1", "--env", "EXPECT_WORLD_SIZE=2", "--env", "MNIST_STEPS=200",
+		"examples/mnist/mnist.py")
+	job := strings.TrimSpace(out)
+	if code != 0 || job == "" {
+		t.Fatalf("train: exit %d, printed %q", code, out)
+	}
+
+	// Follow the logs from the start, as a user would in another terminal.
+	logsCmd, logsOut, logsErr := cliCmd(bin, ns, "logs", "-f", job)
+	if err := logsCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logsDone := make(chan error, 1)
+	go func() { logsDone <- logsCmd.Wait() }()
+	defer func() { _ = logsCmd.Process.Kill() }()
+
+	waitOut, code := runTrainyard(t, bin, ns, "wait", job, "--timeout", "6m")
+	if code != 0 || !strings.Contains(waitOut, "TrainJob "+job+": Running, 2/2 nodes ready") || !strings.Contains(waitOut, "TrainJob "+job+": Complete") {
+		t.Errorf("wait: exit %d, want 0 after Running with 2/2 nodes and Complete", code)
+	}
+
+	// logs -f returns by itself once the job is finished and the streams have ended.
+	select {
+	case err := <-logsDone:
+		if exitCode(err) != 0 {
+			t.Errorf("logs -f: exit %d: %s", exitCode(err), logsErr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("logs -f still running a minute after the TrainJob finished:\n%s", logsOut)
+	}
+	t.Logf("$ trainyard logs -f %s\n%s%s", job, logsOut, logsErr)
+	ranks := map[string]bool{}
+	lines := strings.Split(strings.TrimSpace(logsOut.String()), "\n")
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "[node-0]: ") && !strings.HasPrefix(l, "[node-1]: ") {
+			t.Errorf("logs -f line without a node prefix: %q", l)
+		}
+		if m := cliResultRE.FindStringSubmatch(l); m != nil {
+			if m[1] != m[2] || m[3] != "200" || m[4] != "True" {
+				t.Errorf("node %s: result of rank %s after %s steps, ok=%s (want its own rank, 200 steps, ok)", m[1], m[2], m[3], m[4])
+			}
+			ranks[m[1]] = true
+		}
+	}
+	if !ranks["0"] || !ranks["1"] {
+		t.Errorf("logs -f showed the MNIST_RESULT of nodes %v, want [node-0] and [node-1]", ranks)
+	}
+
+	// Afterwards: the logs of one node, and the steps.
+	out, code = runTrainyard(t, bin, ns, "logs", job, "--node", "1")
+	if code != 0 || !strings.Contains(out, "[node-1]: ") || strings.Contains(out, "[node-0]: ") || !strings.Contains(out, "MNIST_RESULT rank=1") {
+		t.Errorf("logs --node 1: exit %d, want only node 1's log with its result", code)
+	}
+	out, code = runTrainyard(t, bin, ns, "get", job)
+	for _, rank := range []string{"0", "1"} {
+		want := fmt.Sprintf("Step: node-%s, Status: Succeeded, Devices: cpu x 1", rank)
+		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "Status:    Complete") {
+			t.Errorf("get: exit %d, want Complete and %q", code, want)
+		}
+	}
+	if _, code = runTrainyard(t, bin, ns, "delete", job); code != 0 {
+		t.Errorf("delete: exit %d", code)
+	}
+}

@@ -9,6 +9,12 @@ PET_NODE_RANK, PET_MASTER_ADDR, ... so no flags are needed):
 
     torchrun mnist.py
 
+or, as kubeflow.org/v1 PyTorchJobs run their scripts, without torchrun: the
+default env:// init reads MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, which a
+PyTorchJob sets on every replica (nothing else is needed: no LOCAL_RANK):
+
+    python3 mnist.py
+
 Every rank prints parseable lines:
 
     MNIST rank=<r> world_size=<w> ...            at the start

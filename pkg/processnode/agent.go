@@ -264,6 +264,30 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	// Headless Services, for the hosts files: their names resolve to their ready
+	// endpoints, as cluster DNS answers (e.g. a PyTorchJob's MASTER_ADDR, the
+	// Service <job>-master-0). Only the process nodes' pods are reachable.
+	sliceFactory := informers.NewSharedInformerFactoryWithOptions(client, time.Minute,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = corev1.IsHeadlessService }))
+	endpointSlices := sliceFactory.Discovery().V1().EndpointSlices()
+	syncServices := func() {
+		all, err := endpointSlices.Lister().List(labels.Everything())
+		if err != nil {
+			return
+		}
+		p.hosts.setServices(HeadlessServices(all, func(ip string) bool {
+			parsed := net.ParseIP(ip)
+			return parsed != nil && clusterNet.Contains(parsed)
+		}))
+	}
+	if _, err := endpointSlices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { syncServices() },
+		UpdateFunc: func(interface{}, interface{}) { syncServices() },
+		DeleteFunc: func(interface{}) { syncServices() },
+	}); err != nil {
+		return err
+	}
+
 	mux := http.NewServeMux()
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		GetContainerLogs: p.ContainerLogs,
@@ -278,6 +302,7 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 
 	podFactory.Start(ctrlCtx.Done())
 	remoteFactory.Start(ctrlCtx.Done())
+	sliceFactory.Start(ctrlCtx.Done())
 	go func() { _ = pc.Run(ctrlCtx, 2) }()
 	select {
 	case <-pc.Ready():

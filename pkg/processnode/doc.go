@@ -28,8 +28,11 @@
 //     the pod's own names, and every running pod of the process nodes with a
 //     subdomain as cluster DNS names it, <hostname>.<subdomain>.<ns>.svc.cluster.local
 //     and, in the same namespace, <hostname>.<subdomain> (the JobSet's
-//     <job>-node-0-0.<job>). The files are rewritten in place whenever a pod gets or
-//     loses its address.
+//     <job>-node-0-0.<job>); and every headless Service with ready endpoints on the
+//     process nodes (from its EndpointSlices), <name>.<ns>.svc.cluster.local and
+//     <name>.<ns>, and in the same namespace <name> (a PyTorchJob's
+//     <job>-master-0), once per address. The files are rewritten in place whenever
+//     a pod gets or loses its address or a Service its endpoints.
 //   - Files: the mount namespace is private. Volumes (emptyDir, configMap, secret,
 //     downwardAPI, projected with serviceAccountToken, hostPath) are bind mounted at
 //     their mountPaths, subPath included. A mountPath or workingDir that does not
@@ -66,8 +69,9 @@
 // lifecycle hooks, restartable init containers (sidecars), securityContext (pods run
 // as root with the host's capabilities), exec/attach/port-forward, metrics and
 // stats, service links and KUBERNETES_SERVICE_* (Service IPs are unreachable),
-// DNS for Services (only pods' hostnames resolve), updates of ConfigMap and Secret
-// volumes after the start, PersistentVolumeClaims and other volume types, separate
+// DNS for Services with a cluster IP (only headless Services and pods' hostnames
+// resolve), updates of ConfigMap and Secret volumes after the start,
+// PersistentVolumeClaims and other volume types, separate
 // mount namespaces per container (the pod's containers share one), and the
 // termination message.
 package processnode

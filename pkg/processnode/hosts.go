@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // ClusterDomain is the DNS domain the hosts files emulate.
@@ -29,12 +33,70 @@ func (e HostEntry) fqdn() string {
 	return fmt.Sprintf("%s.%s.%s.svc.%s", e.Hostname, e.Subdomain, e.Namespace, ClusterDomain)
 }
 
+// ServiceEntry is a headless Service and the addresses cluster DNS answers for
+// its name: those of its ready endpoints.
+type ServiceEntry struct {
+	Namespace string
+	Name      string
+	IPs       []string // sorted, without duplicates
+}
+
+// HeadlessServices are the entries of the headless Services in eps
+// (EndpointSlices of any Services; the others are skipped), with the addresses of
+// their ready endpoints that keep says to keep (nil keeps all). The EndpointSlice
+// controller marks every endpoint of a Service with publishNotReadyAddresses
+// ready, so such a Service lists its pods as soon as they have an address, as
+// cluster DNS does. Services without such an address are left out.
+func HeadlessServices(eps []*discoveryv1.EndpointSlice, keep func(ip string) bool) []ServiceEntry {
+	ips := map[[2]string]map[string]bool{}
+	for _, s := range eps {
+		name := s.Labels[discoveryv1.LabelServiceName]
+		if _, headless := s.Labels[corev1.IsHeadlessService]; !headless || name == "" || s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		key := [2]string{s.Namespace, name}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, ip := range ep.Addresses {
+				if keep != nil && !keep(ip) {
+					continue
+				}
+				if ips[key] == nil {
+					ips[key] = map[string]bool{}
+				}
+				ips[key][ip] = true
+			}
+		}
+	}
+	out := make([]ServiceEntry, 0, len(ips))
+	for key, set := range ips {
+		e := ServiceEntry{Namespace: key[0], Name: key[1]}
+		for ip := range set {
+			e.IPs = append(e.IPs, ip)
+		}
+		sort.Strings(e.IPs)
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
 // RenderHosts is the /etc/hosts of the pod self: the kubelet's header and the pod's
 // own names, then every other pod with a subdomain under the names cluster DNS
 // would give it: <hostname>.<subdomain>.<ns>.svc.cluster.local everywhere, and
 // <hostname>.<subdomain> (what the search path would complete) in its own
 // namespace. Pods without a subdomain have no DNS name in a cluster either.
-func RenderHosts(self HostEntry, all []HostEntry) []byte {
+// Then the headless Services: <name>.<ns>.svc.cluster.local and <name>.<ns>
+// everywhere, and <name> in the pod's own namespace, once per address (services
+// may be nil).
+func RenderHosts(self HostEntry, all []HostEntry, services []ServiceEntry) []byte {
 	var b strings.Builder
 	b.WriteString("# Kubernetes-managed hosts file (trainyard process node).\n")
 	b.WriteString("127.0.0.1\tlocalhost\n")
@@ -73,6 +135,18 @@ func RenderHosts(self HostEntry, all []HostEntry) []byte {
 		}
 		fmt.Fprintf(&b, "%s\t%s\n", p.IP, strings.Join(names, " "))
 	}
+	if len(services) > 0 {
+		b.WriteString("# Headless Services, as cluster DNS resolves them.\n")
+	}
+	for _, svc := range services {
+		names := []string{fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, ClusterDomain), svc.Name + "." + svc.Namespace}
+		if svc.Namespace == self.Namespace {
+			names = append(names, svc.Name)
+		}
+		for _, ip := range svc.IPs {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, strings.Join(names, " "))
+		}
+	}
 	return []byte(b.String())
 }
 
@@ -80,11 +154,12 @@ func RenderHosts(self HostEntry, all []HostEntry) []byte {
 // hosts file of every local pod, in place, whenever it changes: each file is bind
 // mounted on /etc/hosts of its pod, so its inode must stay.
 type hostsTable struct {
-	mu     sync.Mutex
-	local  map[string]HostEntry // uid -> running pod of this node
-	remote map[string]HostEntry // uid -> running pod of another process node
-	files  map[string]string    // uid -> hosts file of a local pod
-	logf   func(format string, args ...interface{})
+	mu       sync.Mutex
+	local    map[string]HostEntry // uid -> running pod of this node
+	remote   map[string]HostEntry // uid -> running pod of another process node
+	services []ServiceEntry       // headless Services, sorted
+	files    map[string]string    // uid -> hosts file of a local pod
+	logf     func(format string, args ...interface{})
 }
 
 func newHostsTable(logf func(string, ...interface{})) *hostsTable {
@@ -128,6 +203,19 @@ func (t *hostsTable) setRemote(entries []HostEntry) {
 	_ = t.rewriteLocked()
 }
 
+// setServices replaces the headless Services (as HeadlessServices returns them).
+func (t *hostsTable) setServices(entries []ServiceEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slices.EqualFunc(entries, t.services, func(a, b ServiceEntry) bool {
+		return a.Namespace == b.Namespace && a.Name == b.Name && slices.Equal(a.IPs, b.IPs)
+	}) {
+		return
+	}
+	t.services = entries
+	_ = t.rewriteLocked()
+}
+
 func (t *hostsTable) entriesLocked() []HostEntry {
 	all := make([]HostEntry, 0, len(t.local)+len(t.remote))
 	for _, e := range t.local {
@@ -143,7 +231,7 @@ func (t *hostsTable) rewriteLocked() error {
 	all := t.entriesLocked()
 	var first error
 	for uid, file := range t.files {
-		if err := writeInPlace(file, RenderHosts(t.local[uid], all)); err != nil {
+		if err := writeInPlace(file, RenderHosts(t.local[uid], all, t.services)); err != nil {
 			if t.logf != nil {
 				t.logf("writing hosts file %s: %v", file, err)
 			}

@@ -6,6 +6,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestRenderHosts(t *testing.T) {
@@ -17,7 +23,7 @@ func TestRenderHosts(t *testing.T) {
 		{UID: "d", Namespace: "team", Hostname: "lonely", IP: "10.254.0.5"},  // no subdomain: no DNS name
 		{UID: "e", Namespace: "team", Hostname: "pending", Subdomain: "job"}, // no address yet
 	}
-	got := string(RenderHosts(self, all))
+	got := string(RenderHosts(self, all, nil))
 	want := `# Kubernetes-managed hosts file (trainyard process node).
 127.0.0.1	localhost
 ::1	localhost ip6-localhost ip6-loopback
@@ -33,9 +39,75 @@ fe00::2	ip6-allrouters
 	if got != want {
 		t.Errorf("hosts file:\n%s\nwant:\n%s", got, want)
 	}
-	bare := string(RenderHosts(HostEntry{UID: "x", Namespace: "n", Hostname: "plain", IP: "10.254.0.9"}, nil))
+	bare := string(RenderHosts(HostEntry{UID: "x", Namespace: "n", Hostname: "plain", IP: "10.254.0.9"}, nil, nil))
 	if !strings.Contains(bare, "10.254.0.9\tplain\n") {
 		t.Errorf("pod without subdomain:\n%s", bare)
+	}
+}
+
+// Headless Services resolve as cluster DNS resolves them: the full name and
+// <name>.<ns> everywhere, the bare name in the pod's own namespace, once per
+// ready address. A PyTorchJob's MASTER_ADDR is such a bare name.
+func TestRenderHostsServices(t *testing.T) {
+	self := HostEntry{UID: "a", Namespace: "team", Hostname: "pj-worker-0", IP: "10.254.0.3"}
+	services := []ServiceEntry{
+		{Namespace: "other", Name: "pj-master-0", IPs: []string{"10.254.0.7"}},
+		{Namespace: "team", Name: "pj-master-0", IPs: []string{"10.254.0.2"}},
+		{Namespace: "team", Name: "pair", IPs: []string{"10.254.0.4", "10.254.0.5"}},
+	}
+	got := string(RenderHosts(self, []HostEntry{self}, services))
+	want := `10.254.0.3	pj-worker-0
+# Headless Services, as cluster DNS resolves them.
+10.254.0.7	pj-master-0.other.svc.cluster.local pj-master-0.other
+10.254.0.2	pj-master-0.team.svc.cluster.local pj-master-0.team pj-master-0
+10.254.0.4	pair.team.svc.cluster.local pair.team pair
+10.254.0.5	pair.team.svc.cluster.local pair.team pair
+`
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("hosts file:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
+
+func slice(ns, svc, name string, headless bool, endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	l := map[string]string{discoveryv1.LabelServiceName: svc}
+	if headless {
+		l[corev1.IsHeadlessService] = ""
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   endpoints,
+	}
+}
+
+func endpoint(ready *bool, ips ...string) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: ips, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+}
+
+// The Services come from EndpointSlices: headless ones only, ready endpoints
+// only (unset counts as ready), the slices of one Service merged, addresses
+// outside what keep accepts dropped, and Services left without an address
+// omitted.
+func TestHeadlessServices(t *testing.T) {
+	in := []*discoveryv1.EndpointSlice{
+		slice("team", "pj-master-0", "pj-master-0-abc", true, endpoint(ptr.To(true), "10.254.0.2")),
+		slice("team", "web", "web-abc", false, endpoint(ptr.To(true), "10.254.0.9")), // has a cluster IP
+		slice("team", "pair", "pair-1", true, endpoint(nil, "10.254.0.5"), endpoint(ptr.To(false), "10.254.0.6")),
+		slice("team", "pair", "pair-2", true, endpoint(ptr.To(true), "10.254.0.4", "10.254.0.5")),
+		slice("team", "kwok", "kwok-1", true, endpoint(ptr.To(true), "10.244.0.8")),
+		slice("other", "pj-master-0", "pj-master-0-def", true, endpoint(ptr.To(true), "10.254.1.2")),
+		slice("team", "empty", "empty-1", true),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "fqdn", Labels: map[string]string{discoveryv1.LabelServiceName: "ext", corev1.IsHeadlessService: ""}},
+			AddressType: discoveryv1.AddressTypeFQDN, Endpoints: []discoveryv1.Endpoint{endpoint(nil, "example.com")}},
+	}
+	got := HeadlessServices(in, func(ip string) bool { return strings.HasPrefix(ip, "10.254.") })
+	want := []ServiceEntry{
+		{Namespace: "other", Name: "pj-master-0", IPs: []string{"10.254.1.2"}},
+		{Namespace: "team", Name: "pair", IPs: []string{"10.254.0.4", "10.254.0.5"}},
+		{Namespace: "team", Name: "pj-master-0", IPs: []string{"10.254.0.2"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
 	}
 }
 
@@ -65,6 +137,16 @@ func TestHostsTableRewritesInPlace(t *testing.T) {
 	a, _ = os.ReadFile(fa)
 	if !strings.Contains(string(a), "10.254.1.2\tj-2.j.ns.svc.cluster.local j-2.j\n") {
 		t.Errorf("a does not list the remote pod:\n%s", a)
+	}
+	tbl.setServices([]ServiceEntry{{Namespace: "ns", Name: "j-master-0", IPs: []string{"10.254.0.3"}}})
+	a, _ = os.ReadFile(fa)
+	if !strings.Contains(string(a), "10.254.0.3\tj-master-0.ns.svc.cluster.local j-master-0.ns j-master-0\n") {
+		t.Errorf("a does not list the Service:\n%s", a)
+	}
+	tbl.setServices(nil)
+	a, _ = os.ReadFile(fa)
+	if strings.Contains(string(a), "j-master-0") {
+		t.Errorf("a still lists the Service after it lost its endpoints:\n%s", a)
 	}
 	tbl.removeLocal("b")
 	a, _ = os.ReadFile(fa)

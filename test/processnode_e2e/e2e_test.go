@@ -1,4 +1,5 @@
-// Package processnode_e2e trains examples/mnist for real through the whole stack:
+// Package processnode_e2e trains examples/mnist (and, in pytorchjob_test.go, the
+// PyTorchJobs of examples/pytorchjob) for real through the whole stack:
 // a TrainJob created through the API server, resolved by the Trainyard manager into
 // a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
 // to a process node (cmd/trainyard-node), which runs torchrun in each pod's own
@@ -55,7 +56,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	o := cluster.Options{ProcessNodes: 1, Runtimes: []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")}}
+	o := cluster.Options{
+		ProcessNodes: 1,
+		Runtimes:     []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
+		// The default, said explicitly: pytorchjob_test.go runs kubeflow.org/v1 PyTorchJobs.
+		ManagerArgs: []string{"--enable-pytorchjob=true"},
+	}
 	missing, err := cluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

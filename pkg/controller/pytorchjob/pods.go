@@ -56,22 +56,8 @@ func (r *Reconciler) jobSetPods(ctx context.Context, job *kubeflowv1.PyTorchJob,
 // its pods by controller-uid, so relabelling a pod after creation is safe. Until
 // it happens (normally well under a second after the pod is created), the pod
 // carries job-name=<its batch Job's name>, and `-l job-name=<job>` misses it.
-//
-// Workers of a shared (elastic) worker job learn their replica index (and
-// worker 0 its job-role) here too, from the completion index the Job
-// controller gave them.
 func podLabels(job *kubeflowv1.PyTorchJob, pod *corev1.Pod) map[string]string {
 	want := map[string]string{legacy.LegacyJobNameLabel: job.Name}
-	if legacy.SharedWorkerJob(job) && pod.Labels[kubeflowv1.ReplicaTypeLabel] == "worker" {
-		if idx, ok := pod.Labels[legacy.CompletionIndexLabel]; ok {
-			want[kubeflowv1.ReplicaIndexLabel] = idx
-			want[legacy.LegacyReplicaIndexLabel] = idx
-			if idx == "0" {
-				want[kubeflowv1.JobRoleLabel] = legacy.MasterRole
-				want[legacy.LegacyJobRoleLabel] = legacy.MasterRole
-			}
-		}
-	}
 	for k, v := range want {
 		if pod.Labels[k] == v {
 			delete(want, k)

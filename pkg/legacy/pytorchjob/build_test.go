@@ -1,6 +1,7 @@
 package pytorchjob
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -70,12 +71,13 @@ func TestBuildMnist(t *testing.T) {
 		Template: batchv1.JobTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: masterLabels},
 			Spec: batchv1.JobSpec{
-				Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+				Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), CompletionMode: ptr.To(batchv1.NonIndexedCompletion),
 				BackoffLimit: ptr.To[int32](math.MaxInt32),
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: masterLabels, Annotations: map[string]string{"sidecar.istio.io/inject": "false"}},
 					Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyOnFailure,
+						Hostname:      "mnist-master-0", // v1's pod name, MASTER_ADDR
 						Containers: []corev1.Container{{
 							Name: "pytorch", Image: "kubeflow/pytorch-dist-mnist:latest", Args: []string{"--backend", "nccl"},
 							Resources: job.Spec.PyTorchReplicaSpecs["Master"].Template.Spec.Containers[0].Resources,
@@ -105,6 +107,9 @@ func TestBuildMnist(t *testing.T) {
 	}
 	if got := envValue(w1.Spec.Containers[0].Env, "RANK"); got != "2" {
 		t.Errorf("worker-1 RANK = %q, want 2", got)
+	}
+	if w1.Spec.Hostname != "mnist-worker-1" {
+		t.Errorf("worker-1 host name %q, want v1's mnist-worker-1", w1.Spec.Hostname)
 	}
 
 	var names []string
@@ -186,8 +191,9 @@ func seq(lo, hi int32) []int32 {
 }
 
 // Jobs without a Master: worker 0 is the master role; the JobSet succeeds
-// when all workers have, or, elastic, when any has (Job success policy), with
-// one Indexed Job for all elastic workers.
+// when all workers have, or, elastic, when any has. Elastic workers, too, run
+// one Job each, with v1's host name: the c10d rendezvous is hosted by the agent
+// whose host name is the endpoint's host, <job>-worker-0.
 func TestBuildWithoutMaster(t *testing.T) {
 	t.Run("not elastic", func(t *testing.T) {
 		res := build(t, mnist(2, func(j *kubeflowv1.PyTorchJob) { delete(j.Spec.PyTorchReplicaSpecs, "Master") }))
@@ -208,34 +214,63 @@ func TestBuildWithoutMaster(t *testing.T) {
 	t.Run("elastic", func(t *testing.T) {
 		res := build(t, elastic(3))
 		js := res.JobSet
-		if diff := cmp.Diff([]string{"worker"}, rjobNames(js)); diff != "" {
+		if diff := cmp.Diff([]string{"worker-0", "worker-1", "worker-2"}, rjobNames(js)); diff != "" {
 			t.Fatalf("replicated jobs (-want +got):\n%s", diff)
 		}
-		spec := js.Spec.ReplicatedJobs[0].Template.Spec
-		if *spec.Parallelism != 3 || *spec.Completions != 3 || *spec.CompletionMode != batchv1.IndexedCompletion {
-			t.Errorf("worker Job: parallelism %d, completions %d, mode %s; want 3, 3, Indexed", *spec.Parallelism, *spec.Completions, *spec.CompletionMode)
+		if diff := cmp.Diff(&jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAny}, js.Spec.SuccessPolicy); diff != "" {
+			t.Errorf("success policy (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(&batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}, spec.SuccessPolicy); diff != "" {
-			t.Errorf("Job success policy (-want +got):\n%s", diff)
+		endpoint := envValue(js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Env, "PET_RDZV_ENDPOINT")
+		if endpoint != "mnist-worker-0:23456" {
+			t.Errorf("PET_RDZV_ENDPOINT = %q, want mnist-worker-0:23456", endpoint)
 		}
-		for _, k := range []string{"training.kubeflow.org/replica-index", "replica-index", "training.kubeflow.org/job-role"} {
-			if _, ok := spec.Template.Labels[k]; ok {
-				t.Errorf("shared worker template has the per-pod label %s", k)
+		for i, rj := range js.Spec.ReplicatedJobs {
+			spec := rj.Template.Spec
+			if *spec.Parallelism != 1 || *spec.Completions != 1 || *spec.CompletionMode != batchv1.NonIndexedCompletion {
+				t.Errorf("%s: parallelism %d, completions %d, mode %s; want 1, 1, NonIndexed", rj.Name, *spec.Parallelism, *spec.Completions, *spec.CompletionMode)
+			}
+			pod := spec.Template
+			if want := fmt.Sprintf("mnist-worker-%d", i); pod.Spec.Hostname != want {
+				t.Errorf("%s: host name %q, want %q", rj.Name, pod.Spec.Hostname, want)
+			}
+			if got := pod.Labels["training.kubeflow.org/replica-index"]; got != fmt.Sprint(i) {
+				t.Errorf("%s: replica-index %q", rj.Name, got)
+			}
+			if got := envValue(pod.Spec.Containers[0].Env, "PET_NNODES"); got != "1:3" {
+				t.Errorf("%s: PET_NNODES = %q, want 1:3", rj.Name, got)
+			}
+			for _, name := range []string{"RANK", "WORLD_SIZE", "MASTER_ADDR"} {
+				if got := envValue(pod.Spec.Containers[0].Env, name); got != "<unset>" {
+					t.Errorf("%s: %s=%q without a Master", rj.Name, name, got)
+				}
 			}
 		}
-		if got := envValue(spec.Template.Spec.Containers[0].Env, "PET_NNODES"); got != "1:3" {
-			t.Errorf("PET_NNODES = %q, want 1:3", got)
+		if got := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels["training.kubeflow.org/job-role"]; got != "master" {
+			t.Errorf("worker-0 job-role = %q, want master", got)
 		}
 		if len(res.Services) != 3 {
 			t.Fatalf("got %d Services, want 3", len(res.Services))
 		}
 		if diff := cmp.Diff(map[string]string{
 			"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/operator-name": "pytorchjob-controller",
-			"training.kubeflow.org/replica-type": "worker", "batch.kubernetes.io/job-completion-index": "0",
+			"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0",
 		}, res.Services[0].Spec.Selector); diff != "" {
 			t.Errorf("Service mnist-worker-0 selector (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// A host name in the replica's template stays, as v1 kept it.
+func TestBuildKeepsTemplateHostname(t *testing.T) {
+	res := build(t, mnist(1, func(j *kubeflowv1.PyTorchJob) {
+		j.Spec.PyTorchReplicaSpecs["Worker"].Template.Spec.Hostname = "mine"
+	}))
+	if got := res.JobSet.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Hostname; got != "mine" {
+		t.Errorf("worker host name %q, want the template's", got)
+	}
+	if got := res.JobSet.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Hostname; got != "mnist-master-0" {
+		t.Errorf("master host name %q", got)
+	}
 }
 
 // What Kueue writes into a replica's template before it resumes a job reaches

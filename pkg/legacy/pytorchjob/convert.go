@@ -35,12 +35,11 @@ func ToTrainJob(job *kubeflowv1.PyTorchJob) *trainer.TrainJob {
 }
 
 // ToRuntime converts a defaulted PyTorchJob into the runtime the pipeline
-// starts from: a JobSet template with one replicated job per pod of a
-// non-elastic job ("master", "worker-0", "worker-1", ...; each one pod, so
-// that every pod has a static rank), or "master" plus one Indexed "worker"
-// job of all workers for an elastic job without a Master. Each pod template is
-// the replica's own, labelled as v1 labelled pods, with v1's restart policy
-// mapped onto a Job:
+// starts from: a JobSet template with one replicated job per replica
+// ("master", "worker-0", "worker-1", ...), each a one-pod Job, so that every
+// pod has its static rank and v1's host name (see replicatedJob). Each pod
+// template is the replica's own, labelled as v1 labelled pods, with v1's
+// restart policy mapped onto a Job:
 //
 //   - OnFailure and Always: the pod restarts its containers (restartPolicy
 //     OnFailure; a Job cannot use Always) until runPolicy.backoffLimit
@@ -54,6 +53,10 @@ func ToTrainJob(job *kubeflowv1.PyTorchJob) *trainer.TrainJob {
 // succeeds when the Master succeeds (v1: the Master's success is the job's),
 // or, without a Master, when every worker has, or for elastic jobs when any
 // worker has.
+//
+// JobSets rendered by earlier versions ran the workers of an elastic job
+// without a Master as one Indexed Job, "worker"; RoleOfReplicatedJob still
+// reads them.
 func ToRuntime(job *kubeflowv1.PyTorchJob) (*runtime.Runtime, error) {
 	spec := jobsetv1alpha2.JobSetSpec{
 		// The per-replica Services give pods their v1 DNS names; JobSet's own
@@ -64,7 +67,7 @@ func ToRuntime(job *kubeflowv1.PyTorchJob) (*runtime.Runtime, error) {
 	}
 	if HasMaster(job) {
 		rs := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster]
-		rj, err := replicatedJob(job, kubeflowv1.PyTorchJobReplicaTypeMaster, rs, MasterJob, 0, 1)
+		rj, err := replicatedJob(job, kubeflowv1.PyTorchJobReplicaTypeMaster, rs, MasterJob, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -72,23 +75,16 @@ func ToRuntime(job *kubeflowv1.PyTorchJob) (*runtime.Runtime, error) {
 		spec.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAny, TargetReplicatedJobs: []string{MasterJob}}
 	}
 	if rs := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker]; rs != nil {
-		n := int(ptr.Deref(rs.Replicas, 1))
-		if SharedWorkerJob(job) {
-			rj, err := replicatedJob(job, kubeflowv1.PyTorchJobReplicaTypeWorker, rs, ElasticWorkerJob, -1, int32(n))
+		for i := range int(ptr.Deref(rs.Replicas, 1)) {
+			rj, err := replicatedJob(job, kubeflowv1.PyTorchJobReplicaTypeWorker, rs, WorkerJob(i), i)
 			if err != nil {
 				return nil, err
 			}
-			// v1: an elastic job without a Master succeeds once any worker has.
-			rj.Template.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
 			spec.ReplicatedJobs = append(spec.ReplicatedJobs, rj)
-		} else {
-			for i := range n {
-				rj, err := replicatedJob(job, kubeflowv1.PyTorchJobReplicaTypeWorker, rs, WorkerJob(i), i, 1)
-				if err != nil {
-					return nil, err
-				}
-				spec.ReplicatedJobs = append(spec.ReplicatedJobs, rj)
-			}
+		}
+		if !HasMaster(job) && job.Spec.ElasticPolicy != nil {
+			// v1: an elastic job without a Master succeeds once any worker has.
+			spec.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAny}
 		}
 	}
 	return &runtime.Runtime{
@@ -103,9 +99,19 @@ func ToRuntime(job *kubeflowv1.PyTorchJob) (*runtime.Runtime, error) {
 	}, nil
 }
 
-// replicatedJob builds the replicated job of one replica (index >= 0) or of
-// all workers of a shared worker job (index -1, pods = worker count).
-func replicatedJob(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, rs *kubeflowv1.ReplicaSpec, name string, index int, pods int32) (jobsetv1alpha2.ReplicatedJob, error) {
+// replicatedJob builds the replicated job of one replica: a one-pod Job whose
+// pod has v1's host name.
+//
+// v1 named the pod of replica i <job>-<type>-i, and a pod's host name is its
+// name unless the template sets one, so that was its host name too. torchrun's
+// c10d rendezvous relies on it: the agent whose host name is the endpoint's
+// host (<job>-worker-0 by default) hosts the rendezvous store, every other
+// agent connects to it; with no such host every agent waits for a store no one
+// serves. An Indexed Job names its pods' hosts <Job>-<completion index>
+// (<job>-worker-0-0 here), overriding the template, so the Job is NonIndexed
+// and the template carries the host name (unless it sets its own, as v1 kept
+// it).
+func replicatedJob(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, rs *kubeflowv1.ReplicaSpec, name string, index int) (jobsetv1alpha2.ReplicatedJob, error) {
 	if len(rs.Template.Spec.Containers) == 0 {
 		return jobsetv1alpha2.ReplicatedJob{}, fmt.Errorf("replica %s has no containers", rtype)
 	}
@@ -115,11 +121,14 @@ func replicatedJob(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, rs 
 
 	pod := *rs.Template.DeepCopy()
 	pod.Labels = mergeLabels(pod.Labels, labels)
+	if pod.Spec.Hostname == "" {
+		pod.Spec.Hostname = ReplicaName(job.Name, rtype, index)
+	}
 
 	jobSpec := batchv1.JobSpec{
-		Parallelism:    ptr.To(pods),
-		Completions:    ptr.To(pods),
-		CompletionMode: ptr.To(batchv1.IndexedCompletion),
+		Parallelism:    ptr.To[int32](1),
+		Completions:    ptr.To[int32](1),
+		CompletionMode: ptr.To(batchv1.NonIndexedCompletion),
 		// Unset in v1 means no limit on restarts.
 		BackoffLimit: ptr.To(ptr.Deref(job.Spec.RunPolicy.BackoffLimit, math.MaxInt32)),
 	}

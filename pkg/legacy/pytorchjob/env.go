@@ -60,8 +60,8 @@ func (p *EnvPlugin) EnforceMLPolicy(info *runtime.Info, _ *trainer.TrainJob) err
 }
 
 // Env is v1's environment for a pod of role rtype with replica index index (-1
-// for the pods of a shared worker job, which never get a rank: they only exist
-// in elastic jobs without a Master, where v1 sets no rank either).
+// for none, as the shared worker jobs of earlier versions had; only valid
+// without a Master, where v1 sets no rank either).
 //
 // In order: PYTHONUNBUFFERED=1; with a Master, MASTER_PORT, PET_MASTER_PORT,
 // MASTER_ADDR, PET_MASTER_ADDR (the Master's Service), WORLD_SIZE (all

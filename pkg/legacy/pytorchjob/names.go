@@ -41,22 +41,23 @@ const (
 )
 
 // CompletionIndexLabel is set by the Job controller on each pod of an Indexed
-// Job. Elastic workers share one replicated job, so their replica index comes
-// from it.
+// Job. The elastic workers of JobSets rendered by earlier versions shared one
+// Indexed Job, and their replica index came from it.
 const CompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
 
 // Replicated job names in the JobSet.
 const (
 	// MasterJob runs the Master pod.
 	MasterJob = "master"
-	// ElasticWorkerJob runs every worker of an elastic job without a Master, as
-	// one Indexed Job (torchrun's rendezvous assigns the ranks).
+	// ElasticWorkerJob ran every worker of an elastic job without a Master, as
+	// one Indexed Job, in JobSets rendered by earlier versions; each worker now
+	// has its own WorkerJob.
 	ElasticWorkerJob = "worker"
 )
 
-// WorkerJob is the replicated job of worker i of a non-elastic job. Each worker
-// has its own because RANK must be the static value i+1, which a shared pod
-// template cannot express.
+// WorkerJob is the replicated job of worker i. Each worker has its own because
+// RANK must be the static value i+1 and the host name <job>-worker-i, which a
+// shared pod template cannot express.
 func WorkerJob(i int) string { return "worker-" + strconv.Itoa(i) }
 
 // ReplicaName is the name of a replica's Service, and the host name the
@@ -78,14 +79,6 @@ func HasMaster(job *kubeflowv1.PyTorchJob) bool {
 	return job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster] != nil
 }
 
-// SharedWorkerJob reports whether the workers run as one Indexed Job: elastic
-// jobs without a Master, whose environment is the same on every worker.
-// With a Master, v1 gives each worker RANK=i+1 even when elastic, so each
-// worker then keeps its own replicated job.
-func SharedWorkerJob(job *kubeflowv1.PyTorchJob) bool {
-	return job.Spec.ElasticPolicy != nil && !HasMaster(job)
-}
-
 // SelectorLabels are the labels that select every pod of the job.
 func SelectorLabels(job string) map[string]string {
 	return map[string]string{
@@ -104,9 +97,9 @@ func RoleSelector(job string, rtype kubeflowv1.ReplicaType) string {
 		kubeflowv1.ReplicaTypeLabel, lowerType(rtype))
 }
 
-// PodLabels are the labels of one replica's pods (and of its Service). index is
-// -1 for the workers of a shared worker job, whose index labels the controller
-// sets once the pod exists. isMaster marks the pod that carries job-role=master.
+// PodLabels are the labels of one replica's pods (and of its Service). index -1
+// leaves out the index labels. isMaster marks the pod that carries
+// job-role=master.
 func PodLabels(job string, rtype kubeflowv1.ReplicaType, index int, isMaster bool) map[string]string {
 	lower := lowerType(rtype)
 	l := SelectorLabels(job)

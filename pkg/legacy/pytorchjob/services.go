@@ -1,6 +1,7 @@
 package pytorchjob
 
 import (
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,25 +44,18 @@ func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]clien
 			continue
 		}
 		ports := servicePorts(&rj.Template.Spec.Template.Spec)
-		if s, ok := rj.Template.Labels[kubeflowv1.ReplicaIndexLabel]; ok {
-			i, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, err
-			}
-			sel := SelectorLabels(p.job.Name)
-			sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
-			sel[kubeflowv1.ReplicaIndexLabel] = s
-			out = append(out, p.service(rtype, i, sel, ports))
-			continue
+		s, ok := rj.Template.Labels[kubeflowv1.ReplicaIndexLabel]
+		if !ok {
+			return nil, fmt.Errorf("replicated job %s has no %s label", rj.Name, kubeflowv1.ReplicaIndexLabel)
 		}
-		// A shared worker job: pod i of it is the one the Job controller gave
-		// completion index i (a label set when the pod is created).
-		for i := range int(*rj.Template.Spec.Completions) {
-			sel := SelectorLabels(p.job.Name)
-			sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
-			sel[CompletionIndexLabel] = strconv.Itoa(i)
-			out = append(out, p.service(rtype, i, sel, ports))
+		i, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, err
 		}
+		sel := SelectorLabels(p.job.Name)
+		sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
+		sel[kubeflowv1.ReplicaIndexLabel] = s
+		out = append(out, p.service(rtype, i, sel, ports))
 	}
 	return out, nil
 }

@@ -158,10 +158,11 @@ func findType(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, t kubefl
 // maxHostname is the limit of a pod host name (a DNS label).
 const maxHostname = validation.DNS1123LabelMaxLength
 
-// validateNameLength rejects names whose longest pod host name would not be a
-// DNS label. Trainyard's pods are named by JobSet and Job:
-// <job>-<replicated job>-0-<index>; v1 itself limited names through its
-// <job>-worker-<i> Services.
+// validateNameLength rejects names for which <job>-<replicated job>-0-0 would
+// not be a DNS label: JobSet names each Job <job>-<replicated job>-0, and
+// Trainyard's pods carry that name (and were named <job>-<replicated job>-0-0
+// before each replica got v1's host name <job>-<type>-<i>). v1 itself limited
+// names through its <job>-worker-<i> Services.
 func validateNameLength(job *kubeflowv1.PyTorchJob) field.ErrorList {
 	d := Defaulted(job)
 	workers := int(Replicas(d, kubeflowv1.PyTorchJobReplicaTypeWorker))
@@ -170,11 +171,7 @@ func validateNameLength(job *kubeflowv1.PyTorchJob) field.ErrorList {
 	}
 	longest := fmt.Sprintf("%s-%s-0-0", job.Name, MasterJob)
 	if workers > 0 {
-		if SharedWorkerJob(d) {
-			longest = fmt.Sprintf("%s-%s-0-%d", job.Name, ElasticWorkerJob, workers-1)
-		} else {
-			longest = fmt.Sprintf("%s-%s-0-0", job.Name, WorkerJob(workers-1))
-		}
+		longest = fmt.Sprintf("%s-%s-0-0", job.Name, WorkerJob(workers-1))
 	}
 	if len(longest) <= maxHostname {
 		return nil

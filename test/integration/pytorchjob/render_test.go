@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,27 +122,29 @@ func TestPodLabels(t *testing.T) {
 	require.Len(t, workers.Items, 1)
 }
 
-// A worker-only elastic job runs its workers as one Indexed Job; each worker
-// learns its replica index from its completion index, and worker 0, which
-// hosts the c10d rendezvous, is found through its Service.
+// A worker-only elastic job runs one Job per worker, as any job does, and
+// each worker has v1's host name: worker 0's, pytorch-elastic-worker-0, is the
+// rendezvous endpoint's host, so torchrun's agent there hosts the c10d store;
+// the others find it through the Service of that name.
 func TestElastic(t *testing.T) {
 	ns := newNamespace(t)
 	applyExample(t, ns, "examples/pytorchjob/pytorch_job_elastic.yaml")
 	js := waitJobSet(t, ns, "pytorch-elastic")
-	require.Len(t, js.Spec.ReplicatedJobs, 1)
-	rj := replicatedJob(t, js, "worker")
-	require.Equal(t, int32(3), *rj.Template.Spec.Parallelism)
-	if diff := cmp.Diff([]string{"PYTHONUNBUFFERED=1", "PET_NPROC_PER_NODE=1", "PET_RDZV_ENDPOINT=pytorch-elastic-worker-0:23456",
-		"PET_RDZV_BACKEND=c10d", "PET_NNODES=2:3", "PET_MAX_RESTARTS=10"}, envOf(rj.Template.Spec.Template.Spec.Containers[0])); diff != "" {
-		t.Errorf("worker env (-want +got):\n%s", diff)
-	}
+	require.Len(t, js.Spec.ReplicatedJobs, 3)
 	for i := range 3 {
+		rj := replicatedJob(t, js, fmt.Sprintf("worker-%d", i))
+		require.Equal(t, batchv1.NonIndexedCompletion, *rj.Template.Spec.CompletionMode)
+		require.Equal(t, fmt.Sprintf("pytorch-elastic-worker-%d", i), rj.Template.Spec.Template.Spec.Hostname)
+		if diff := cmp.Diff([]string{"PYTHONUNBUFFERED=1", "PET_NPROC_PER_NODE=1", "PET_RDZV_ENDPOINT=pytorch-elastic-worker-0:23456",
+			"PET_RDZV_BACKEND=c10d", "PET_NNODES=2:3", "PET_MAX_RESTARTS=10"}, envOf(rj.Template.Spec.Template.Spec.Containers[0])); diff != "" {
+			t.Errorf("worker-%d env (-want +got):\n%s", i, diff)
+		}
 		var svc corev1.Service
 		require.NoError(t, c.Get(ctx(), client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("pytorch-elastic-worker-%d", i)}, &svc))
-		require.Equal(t, fmt.Sprint(i), svc.Spec.Selector["batch.kubernetes.io/job-completion-index"])
+		require.Equal(t, fmt.Sprint(i), svc.Spec.Selector["training.kubeflow.org/replica-index"])
 	}
-	p0, _ := createPod(t, js, "worker", 0)
-	p2, _ := createPod(t, js, "worker", 2)
+	p0, _ := createPod(t, js, "worker-0", 0)
+	p2, _ := createPod(t, js, "worker-2", 0)
 	eventually(t, func() error {
 		for pod, want := range map[*corev1.Pod]map[string]string{
 			p0: {"training.kubeflow.org/replica-index": "0", "replica-index": "0", "training.kubeflow.org/job-role": "master", "job-name": "pytorch-elastic"},

@@ -22,6 +22,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/ttl"
 	"github.com/trainyard/trainyard/pkg/jobsetsync"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -112,7 +113,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		if err := r.summarize(ctx, job, ownedOrNil(js, job), status, now); err != nil {
 			return status, nil, 0, err
 		}
-		requeue, err := r.expire(ctx, job, status, now)
+		requeue, err := ttl.Expire(ctx, r.Client, job, job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now)
 		return status, nil, requeue, err
 	}
 
@@ -129,7 +130,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		if err := r.summarize(ctx, job, nil, status, now); err != nil {
 			return status, evts, 0, err
 		}
-		requeue, err := r.expire(ctx, job, status, now)
+		requeue, err := ttl.Expire(ctx, r.Client, job, job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now)
 		return status, evts, requeue, err
 	}
 
@@ -240,23 +241,4 @@ func ownedOrNil(js *jobsetv1alpha2.JobSet, job *trainer.TrainJob) *jobsetv1alpha
 func metav1IsControlledBy(obj metav1.Object, owner metav1.Object) bool {
 	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == owner.GetUID()
-}
-
-// expire deletes a finished TrainJob once its ttlSecondsAfterFinished has
-// passed (the garbage collector then deletes its JobSet and pods), or says when
-// to look again.
-func (r *TrainJobReconciler) expire(ctx context.Context, job *trainer.TrainJob, status *trainer.TrainJobStatus, now time.Time) (time.Duration, error) {
-	if job.Spec.TTLSecondsAfterFinished == nil || status.CompletionTime == nil {
-		return 0, nil
-	}
-	at := status.CompletionTime.Add(time.Duration(*job.Spec.TTLSecondsAfterFinished) * time.Second)
-	if now.Before(at) {
-		return at.Sub(now), nil
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Deleting finished TrainJob past its TTL", "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished)
-	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
-		client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
-		return 0, fmt.Errorf("deleting TrainJob past its TTL: %w", err)
-	}
-	return 0, nil
 }

@@ -6,8 +6,6 @@ package validation
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -62,15 +60,8 @@ func ValidateTrainJob(oldJob, job *trainer.TrainJob) field.ErrorList {
 				}
 			}
 		}
-		if r := t.ResourcesPerNode; r != nil {
-			for _, res := range slices.Sorted(maps.Keys(r.Requests)) {
-				req := r.Requests[res]
-				if lim, ok := r.Limits[res]; ok && req.Cmp(lim) > 0 {
-					errs = append(errs, field.Invalid(tp.Child("resourcesPerNode", "requests").Key(string(res)), req.String(),
-						fmt.Sprintf("must be less than or equal to the %s limit %s", res, lim.String())))
-				}
-			}
-		}
+		// Requests above limits are checked by the resources plugin, after
+		// merging with the runtime's container (the only place both are known).
 	}
 	if m := job.Spec.ManagedBy; m != nil && *m != trainer.TrainJobControllerName && *m != trainer.MultiKueueControllerName {
 		errs = append(errs, field.NotSupported(spec.Child("managedBy"), *m, []string{trainer.TrainJobControllerName, trainer.MultiKueueControllerName}))

@@ -26,6 +26,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/controller/ttl"
 	"github.com/trainyard/trainyard/pkg/jobsetsync"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -177,7 +178,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (time.Duration, err
 		if err := r.deleteServices(ctx, job); err != nil {
 			return 0, err
 		}
-		return ttlRemaining(d, status, p.now.Time), nil
+		return ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time), nil
 	}
 
 	// 4. Build the JobSet and Services through the pipeline.
@@ -243,7 +244,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (time.Duration, err
 	}
 	r.updateStatus(p, d, js, pods, suspended)
 	if legacy.IsFinished(status) {
-		return ttlRemaining(d, status, p.now.Time), nil
+		return ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time), nil
 	}
 	if at, ok := deadline(d, status); ok && !suspended {
 		return max(at.Sub(p.now.Time), time.Second), nil
@@ -308,7 +309,7 @@ func (r *Reconciler) fail(p *pass, reason, msg string) {
 // workload is finished, so it does not hold quota.
 func (r *Reconciler) failValidation(p *pass, err error) (time.Duration, error) {
 	r.fail(p, legacy.ReasonFailedValidation, legacy.MsgFailedValidation(p.job, err))
-	return ttlRemaining(legacy.Defaulted(p.job), p.status, p.now.Time), nil
+	return ttl.Remaining(legacy.Defaulted(p.job).Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time), nil
 }
 
 // finished handles a succeeded or failed job: v1 moves still-active replicas
@@ -321,7 +322,7 @@ func (r *Reconciler) finished(ctx context.Context, p *pass) (time.Duration, erro
 	if err := r.cleanUp(ctx, d); err != nil {
 		return 0, err
 	}
-	return r.expire(ctx, d, p.status, p.now.Time)
+	return ttl.Expire(ctx, r.Client, d, d.Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time)
 }
 
 // succeedActive moves active counts to succeeded, as v1 did once a job succeeded.
@@ -332,32 +333,6 @@ func succeedActive(status *kubeflowv1.JobStatus) {
 			rs.Active = 0
 		}
 	}
-}
-
-// expire deletes a finished job once ttlSecondsAfterFinished has passed (the
-// garbage collector then deletes its JobSet, pods and Services), or says when
-// to look again.
-func (r *Reconciler) expire(ctx context.Context, job *kubeflowv1.PyTorchJob, status *kubeflowv1.JobStatus, now time.Time) (time.Duration, error) {
-	left := ttlRemaining(job, status, now)
-	if left > 0 || job.Spec.RunPolicy.TTLSecondsAfterFinished == nil || status.CompletionTime == nil {
-		return left, nil
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Deleting finished PyTorchJob past its TTL", "ttlSecondsAfterFinished", *job.Spec.RunPolicy.TTLSecondsAfterFinished)
-	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
-		client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
-		return 0, fmt.Errorf("deleting PyTorchJob past its TTL: %w", err)
-	}
-	return 0, nil
-}
-
-// ttlRemaining is how long a finished job has left before its TTL deletes it
-// (0 when it has none, or it is due).
-func ttlRemaining(job *kubeflowv1.PyTorchJob, status *kubeflowv1.JobStatus, now time.Time) time.Duration {
-	ttl := job.Spec.RunPolicy.TTLSecondsAfterFinished
-	if ttl == nil || status.CompletionTime == nil {
-		return 0
-	}
-	return max(status.CompletionTime.Add(time.Duration(*ttl)*time.Second).Sub(now), 0)
 }
 
 // deadline is when a job with activeDeadlineSeconds fails: v1 counts from

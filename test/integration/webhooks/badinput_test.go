@@ -84,7 +84,7 @@ func TestBadTrainJobsAreRejected(t *testing.T) {
 			j.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
-		}), "spec.trainer.resourcesPerNode.requests[cpu]", "must be less than or equal to the cpu limit 2"},
+		}), "spec.trainer.resourcesPerNode.requests[cpu]", "must be less than or equal to the cpu limit 2 (after merging with the runtime's resources)"},
 		{"override of a missing replicated job", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.PodTemplateOverrides = override("launcher", "") }),
 			"spec.podTemplateOverrides[0].targetJobs[0].name", `Not found: "launcher"`},
 		{"override of a missing container", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.PodTemplateOverrides = override("node", "sidecar", debug) }),

@@ -1,0 +1,68 @@
+package ttl
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestRemaining(t *testing.T) {
+	done := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cases := map[string]struct {
+		ttl        *int32
+		completion *metav1.Time
+		now        time.Time
+		want       time.Duration
+	}{
+		"no TTL":       {nil, &done, done.Add(time.Hour), 0},
+		"not finished": {ptr.To[int32](60), nil, done.Time, 0},
+		"time left":    {ptr.To[int32](60), &done, done.Add(20 * time.Second), 40 * time.Second},
+		"due":          {ptr.To[int32](60), &done, done.Add(time.Minute), 0},
+		"overdue":      {ptr.To[int32](0), &done, done.Add(time.Hour), 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Remaining(tc.ttl, tc.completion, tc.now)); diff != "" {
+				t.Errorf("Remaining (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Expire deletes only when due; any object kind works (a ConfigMap stands in).
+func TestExpire(t *testing.T) {
+	done := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "u1"}}
+	c := fake.NewClientBuilder().WithObjects(obj).Build()
+	ctx := context.Background()
+
+	left, err := Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(10*time.Second))
+	if err != nil || left != 20*time.Second {
+		t.Fatalf("before the TTL: left %v, err %v; want 20s, nil", left, err)
+	}
+	if err := c.Get(ctx, clientKey(obj), &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("deleted before its TTL: %v", err)
+	}
+	left, err = Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(30*time.Second))
+	if err != nil || left != 0 {
+		t.Fatalf("at the TTL: left %v, err %v; want 0, nil", left, err)
+	}
+	if err := c.Get(ctx, clientKey(obj), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("still there after its TTL: %v", err)
+	}
+	if _, err := Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(time.Hour)); err != nil {
+		t.Fatalf("already gone must not fail: %v", err)
+	}
+}
+
+func clientKey(o *corev1.ConfigMap) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+}

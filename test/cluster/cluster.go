@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,14 +70,15 @@ const (
 
 // Node labels, annotation and taint of the kwok nodes. Pods need KwokToleration.
 const (
-	PoolLabel      = "trainyard.io/pool" // "cpu" or "gpu"
-	KwokNodeKey    = "kwok.x-k8s.io/node"
-	KwokNodeValue  = "fake"
-	GPUResource    = "nvidia.com/gpu"
-	fieldManager   = "trainyard-local-cluster"
-	defaultCPUNode = 2
-	defaultGPUNode = 1
-	defaultGPUs    = 8
+	PoolLabel          = "trainyard.io/pool" // "cpu" or "gpu"
+	KwokNodeKey        = "kwok.x-k8s.io/node"
+	KwokNodeValue      = "fake"
+	GPUResource        = "nvidia.com/gpu"
+	fieldManager       = "trainyard-local-cluster"
+	defaultCPUNode     = 2
+	defaultGPUNode     = 1
+	defaultGPUs        = 8
+	defaultPodsPerNode = 110
 )
 
 // KwokToleration lets a pod run on the kwok nodes.
@@ -126,6 +128,20 @@ type Options struct {
 	// workloads without the KwokToleration (e.g. the examples) schedule on them. By
 	// default the nodes carry the taint, as kwok documents its fake nodes.
 	UntaintedNodes bool
+	// PodsPerNode is the pod capacity of each kwok node; default 110, as a kubelet's.
+	PodsPerNode int
+	// AuditLog makes the API server write an audit log (JSON, Metadata level, one
+	// line per completed request) to AuditLogFile(), e.g. to count a component's
+	// requests by verb and resource.
+	AuditLog bool
+	// DisableQPSLimits lifts the client-side rate limits of kube-controller-manager
+	// and kube-scheduler (as kwokctl's option of the same name does), so that a
+	// scale test measures the API server and the controller under test rather
+	// than the Job controller's default 20 requests per second.
+	DisableQPSLimits bool
+	// ManagerReplicas is the number of manager replicas (default 1), all with
+	// leader election; see ManagerReplica. More than one needs Detach false.
+	ManagerReplicas int
 	// ReadyTimeout bounds the wait for each component; default 3 minutes.
 	ReadyTimeout time.Duration
 	// Progress, when set, receives one line per step.
@@ -149,6 +165,9 @@ type Cluster struct {
 	webhookConfigs  map[string][]*unstructured.Unstructured // component -> its webhook configurations
 	kueueFrameworks []string
 	progressStart   time.Time
+
+	replicas []replicaPorts // manager replicas' ports; [0] is Manager's
+	proxy    net.Listener   // the webhook proxy, with more than one replica
 }
 
 // Kubeconfig returns the path of the admin kubeconfig (StateDir/kubeconfig).
@@ -282,6 +301,9 @@ func (o *Options) defaults() error {
 	if o.GPUsPerNode == 0 {
 		o.GPUsPerNode = defaultGPUs
 	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = defaultPodsPerNode
+	}
 	if o.KueueFrameworks == nil {
 		o.KueueFrameworks = slices.Clone(DefaultKueueFrameworks)
 	}
@@ -370,6 +392,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.ports, err = freePorts(); err != nil {
 		return nil, err
 	}
+	if err := c.setUpReplicas(); err != nil {
+		return nil, err
+	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(o.StateDir, "home"), "KUBECONFIG=" + c.Kubeconfig()}
 	c.sup = &supervisor{dir: o.StateDir, env: env, exits: map[int]chan struct{}{}, logf: c.progress, detach: o.Detach,
 		st: &state{Ports: c.ports, KueueFrameworks: c.kueueFrameworks, ManagerArgs: o.ManagerArgs}}
@@ -395,6 +420,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	if err := c.writeKubeconfig(); err != nil {
 		return nil, err
+	}
+	if c.o.AuditLog {
+		if err := c.writeAuditPolicy(); err != nil {
+			return nil, err
+		}
 	}
 	c.progress("PKI and kubeconfig written")
 
@@ -476,6 +506,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	// 4. The controllers, in parallel; each one's webhook configurations are
 	// registered only once its webhook server is up (they fail closed).
 	starters := []func(context.Context) error{c.startJobSet, c.startKueue, c.StartManager}
+	for i := 1; i < len(c.replicas); i++ {
+		starters = append(starters, func(ctx context.Context) error { return c.StartManagerReplica(ctx, i) })
+	}
 	errs := make([]error, len(starters))
 	var wg sync.WaitGroup
 	for i, s := range starters {
@@ -532,7 +565,12 @@ func (c *Cluster) prepare(ctx context.Context) error {
 
 // Down stops every component, newest first (SIGTERM, then SIGKILL after 10s). The
 // state directory is left in place, logs included.
-func (c *Cluster) Down() error { return c.sup.stopAll() }
+func (c *Cluster) Down() error {
+	if c.proxy != nil {
+		_ = c.proxy.Close()
+	}
+	return c.sup.stopAll()
+}
 
 // DownStateDir stops the cluster recorded in stateDir, from any process.
 func DownStateDir(stateDir string) error {
@@ -602,11 +640,7 @@ func (c *Cluster) StartManager(ctx context.Context) error {
 	if _, ok := c.sup.find(Manager); ok {
 		return errors.New("the manager is already running")
 	}
-	p, err := c.sup.start(Manager, c.managerArgs(), false)
-	if err != nil {
-		return err
-	}
-	if err := c.waitHTTP(ctx, p, fmt.Sprintf("http://%s/readyz", loopback(c.ports.ManagerHealth)), nil); err != nil {
+	if err := c.StartManagerReplica(ctx, 0); err != nil {
 		return err
 	}
 	if err := c.applyWebhookConfigs(ctx, Manager); err != nil {

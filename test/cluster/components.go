@@ -39,7 +39,7 @@ func (c *Cluster) etcdArgs() []string {
 }
 
 func (c *Cluster) apiserverArgs() []string {
-	return []string{c.bin(APIServer),
+	args := []string{c.bin(APIServer),
 		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
 		"--etcd-servers=http://" + loopback(c.ports.EtcdClient),
@@ -61,13 +61,46 @@ func (c *Cluster) apiserverArgs() []string {
 		"--kubelet-client-key=" + c.pki.kubeletClientKey(),
 		"--kubelet-certificate-authority=" + c.pki.caCert(),
 	}
+	if c.o.AuditLog {
+		// The default (blocking) mode: no event is dropped under a burst.
+		args = append(args, "--audit-policy-file="+c.auditPolicyFile(), "--audit-log-path="+c.AuditLogFile(),
+			"--audit-log-format=json", "--audit-log-maxsize=1000000") // MB: never rotate
+	}
+	return args
+}
+
+// AuditLogFile is the API server's audit log (Options.AuditLog): one JSON
+// audit.k8s.io/v1 Event per line.
+func (c *Cluster) AuditLogFile() string { return filepath.Join(c.Logs(), "audit.log") }
+
+func (c *Cluster) auditPolicyFile() string {
+	return filepath.Join(c.o.StateDir, "config", "audit-policy.yaml")
+}
+
+// writeAuditPolicy records every request once, when its response is complete,
+// without bodies.
+func (c *Cluster) writeAuditPolicy() error {
+	return writeJSON(c.auditPolicyFile(), map[string]interface{}{
+		"apiVersion": "audit.k8s.io/v1",
+		"kind":       "Policy",
+		"omitStages": []string{"RequestReceived", "ResponseStarted"},
+		"rules":      []map[string]interface{}{{"level": "Metadata"}},
+	})
+}
+
+// qpsArgs lift a component's client rate limit when Options.DisableQPSLimits.
+func (c *Cluster) qpsArgs() []string {
+	if !c.o.DisableQPSLimits {
+		return nil
+	}
+	return []string{"--kube-api-qps=5000", "--kube-api-burst=10000"}
 }
 
 // The secure ports of kube-controller-manager and kube-scheduler only serve /healthz
 // here (always allowed); without authentication/authorization kubeconfigs they do
 // not try to read the requestheader CA, which this apiserver lacks.
 func (c *Cluster) controllerManagerArgs() []string {
-	return []string{c.bin(ControllerManager),
+	return append([]string{c.bin(ControllerManager),
 		"--kubeconfig=" + c.Kubeconfig(),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports.ControllerMgr),
 		"--tls-cert-file=" + c.pki.servingCert(), "--tls-private-key-file=" + c.pki.servingKey(),
@@ -78,18 +111,18 @@ func (c *Cluster) controllerManagerArgs() []string {
 		"--cluster-signing-cert-file=" + c.pki.caCert(), "--cluster-signing-key-file=" + c.pki.caKey(),
 		"--controllers=*",
 		"--profiling=false",
-	}
+	}, c.qpsArgs()...)
 }
 
 func (c *Cluster) schedulerArgs() []string {
-	return []string{c.bin(Scheduler),
+	return append([]string{c.bin(Scheduler),
 		"--kubeconfig=" + c.Kubeconfig(),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports.Scheduler),
 		"--tls-cert-file=" + c.pki.servingCert(), "--tls-private-key-file=" + c.pki.servingKey(),
 		"--cert-dir=" + filepath.Join(c.o.StateDir, "certs", "kube-scheduler"),
 		"--leader-elect=false",
 		"--profiling=false",
-	}
+	}, c.qpsArgs()...)
 }
 
 // kwok opens no port (no --server-address); pod IPs from --cidr only appear in status.
@@ -105,14 +138,15 @@ func (c *Cluster) kwokArgs() []string {
 	}
 }
 
-func (c *Cluster) managerArgs() []string {
+func (c *Cluster) managerArgs(replica int) []string {
+	p := c.replicas[replica]
 	args := []string{c.o.ManagerBinary,
 		"--kubeconfig=" + c.Kubeconfig(),
 		"--cert-management=external",
 		"--webhook-cert-dir=" + c.pki.servingDir(),
-		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", c.ports.ManagerWebhook),
-		"--metrics-bind-address=" + loopback(c.ports.ManagerMetrics),
-		"--health-probe-bind-address=" + loopback(c.ports.ManagerHealth),
+		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", p.Webhook),
+		"--metrics-bind-address=" + loopback(p.Metrics),
+		"--health-probe-bind-address=" + loopback(p.Health),
 		"--leader-elect", "--leader-election-namespace=" + ManagerNamespace,
 	}
 	c.mu.Lock()
@@ -258,7 +292,7 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		res := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("32"),
 			corev1.ResourceMemory: resource.MustParse("256Gi"),
-			corev1.ResourcePods:   resource.MustParse("110"),
+			corev1.ResourcePods:   *resource.NewQuantity(int64(c.o.PodsPerNode), resource.DecimalSI),
 		}
 		if gpus > 0 {
 			res[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Several manager replicas (Options.ManagerReplicas) run as in a Deployment with
+// leader election: every replica serves the webhooks, one reconciles. The
+// webhook configurations point at a TCP proxy on Ports.ManagerWebhook that, like
+// a Service, forwards each connection to a replica that accepts it.
+
+// ManagerReplica is the component name of manager replica i; replica 0 is Manager.
+func ManagerReplica(i int) string {
+	if i == 0 {
+		return Manager
+	}
+	return fmt.Sprintf("%s-%d", Manager, i)
+}
+
+// replicaPorts are one manager replica's listening ports.
+type replicaPorts struct {
+	Webhook, Metrics, Health int
+}
+
+// setUpReplicas chooses the replicas' ports and, for more than one, starts the
+// webhook proxy.
+func (c *Cluster) setUpReplicas() error {
+	n := max(c.o.ManagerReplicas, 1)
+	c.replicas = []replicaPorts{{c.ports.ManagerWebhook, c.ports.ManagerMetrics, c.ports.ManagerHealth}}
+	if n == 1 {
+		return nil
+	}
+	if c.o.Detach {
+		return errors.New("cluster: ManagerReplicas > 1 needs a cluster that does not detach (the webhook proxy runs in the calling process)")
+	}
+	extra, err := freePortList(3*n - 2)
+	if err != nil {
+		return err
+	}
+	c.replicas[0].Webhook = extra[0]
+	for i := 1; i < n; i++ {
+		c.replicas = append(c.replicas, replicaPorts{extra[3*i-2], extra[3*i-1], extra[3*i]})
+	}
+	l, err := net.Listen("tcp", loopback(c.ports.ManagerWebhook))
+	if err != nil {
+		return fmt.Errorf("webhook proxy: %w", err)
+	}
+	c.proxy = l
+	go c.serveProxy(l)
+	return nil
+}
+
+// serveProxy forwards each connection to the replicas in turn, skipping those
+// that refuse it (stopped, or not started yet).
+func (c *Cluster) serveProxy(l net.Listener) {
+	var next atomic.Uint32
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return // closed by Down
+		}
+		go func() {
+			defer in.Close()
+			start := int(next.Add(1))
+			var out net.Conn
+			for k := range c.replicas {
+				port := c.replicas[(start+k)%len(c.replicas)].Webhook
+				if out, err = net.DialTimeout("tcp", loopback(port), time.Second); err == nil {
+					break
+				}
+			}
+			if out == nil {
+				return
+			}
+			defer out.Close()
+			var wg sync.WaitGroup
+			wg.Add(2)
+			pipe := func(dst, src net.Conn) {
+				defer wg.Done()
+				_, _ = io.Copy(dst, src)
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+			}
+			go pipe(out, in)
+			go pipe(in, out)
+			wg.Wait()
+		}()
+	}
+}
+
+// ManagerMetricsURL is the metrics endpoint of manager replica i.
+func (c *Cluster) ManagerMetricsURL(i int) string {
+	return fmt.Sprintf("http://%s/metrics", loopback(c.replicas[i].Metrics))
+}
+
+// ManagerReplicas is the number of manager replicas.
+func (c *Cluster) ManagerReplicas() int { return len(c.replicas) }
+
+// StopManagerReplica sends sig to manager replica i and waits until it is gone
+// (SIGKILL after 10s for other signals).
+func (c *Cluster) StopManagerReplica(i int, sig syscall.Signal) error {
+	p, ok := c.sup.find(ManagerReplica(i))
+	if !ok {
+		return fmt.Errorf("manager replica %d is not running", i)
+	}
+	return c.sup.stop(p, sig, stopGrace)
+}
+
+// StartManagerReplica starts manager replica i and waits for its /readyz.
+func (c *Cluster) StartManagerReplica(ctx context.Context, i int) error {
+	name := ManagerReplica(i)
+	if _, ok := c.sup.find(name); ok {
+		return fmt.Errorf("%s is already running", name)
+	}
+	p, err := c.sup.start(name, c.managerArgs(i), false)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, p, fmt.Sprintf("http://%s/readyz", loopback(c.replicas[i].Health)), nil)
+}
+
+// RestartAPIServer stops the API server (SIGTERM) and starts it again with the
+// same flags and etcd, as an upgrade or a crash would; it returns once it is ready.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	p, ok := c.sup.find(APIServer)
+	if !ok {
+		return errors.New("the API server is not running")
+	}
+	if err := c.sup.stop(p, syscall.SIGTERM, stopGrace); err != nil {
+		return err
+	}
+	api, err := c.sup.start(APIServer, c.apiserverArgs(), false)
+	if err != nil {
+		return err
+	}
+	hc, err := c.httpsClient(true)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", loopback(c.ports.APIServer)), hc)
+}
+
+// freePortList returns n distinct free loopback ports.
+func freePortList(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	out := make([]int, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out, nil
+}

@@ -48,16 +48,20 @@ var podProblems = map[string]bool{
 	"CrashLoopBackOff": true, "PreCreateHookError": true, "PostStartHookError": true,
 }
 
-// nodesState counts ready nodes and, when not all are, says why in one reason
-// and message, looking at the pods in order.
-func nodesState(pods []corev1.Pod, numNodes int32) (ready int32, reason, message string) {
+// nodesState counts the nodes whose pod is ready and those whose pod already
+// succeeded and, when not all have started, says why in one reason and
+// message, looking at the pods in order.
+func nodesState(pods []corev1.Pod, numNodes int32) (ready, succeeded int32, reason, message string) {
 	for _, p := range pods {
-		if isReady(&p) {
+		switch {
+		case isReady(&p):
 			ready++
+		case p.Status.Phase == corev1.PodSucceeded:
+			succeeded++
 		}
 	}
-	if ready >= numNodes {
-		return ready, "", ""
+	if ready+succeeded >= numNodes {
+		return ready, succeeded, "", ""
 	}
 	for _, p := range pods {
 		if isReady(&p) || p.Status.Phase == corev1.PodSucceeded {
@@ -65,16 +69,16 @@ func nodesState(pods []corev1.Pod, numNodes int32) (ready int32, reason, message
 		}
 		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 			if w := cs.State.Waiting; w != nil && podProblems[w.Reason] {
-				return ready, w.Reason, fmt.Sprintf("pod %s: container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message)
+				return ready, succeeded, w.Reason, fmt.Sprintf("pod %s: container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message)
 			}
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
-				return ready, c.Reason, fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+				return ready, succeeded, c.Reason, fmt.Sprintf("pod %s: %s", p.Name, c.Message)
 			}
 		}
 	}
-	return ready, "WaitingForPods", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
+	return ready, succeeded, "WaitingForPods", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
 }
 
 func isReady(p *corev1.Pod) bool {

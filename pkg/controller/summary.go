@@ -19,7 +19,7 @@ import (
 // and the trainer pods. The order of the cases is the order of precedence.
 func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJob, js *jobsetv1alpha2.JobSet,
 	status *trainer.TrainJobStatus, now time.Time) error {
-	var numNodes, ready int32
+	var numNodes, ready, succeeded int32
 	trainerJob := ""
 	if js != nil {
 		trainerJob = trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
@@ -36,9 +36,9 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 		if err != nil {
 			return err
 		}
-		ready, podReason, podMessage = nodesState(pods, numNodes)
-		if allReady(js) {
-			ready = numNodes // JobSet saw every pod ready; the pod cache may lag
+		ready, succeeded, podReason, podMessage = nodesState(pods, numNodes)
+		if allReady(js) && ready+succeeded < numNodes {
+			ready = numNodes - succeeded // JobSet saw every pod ready or done; the pod cache may lag
 		}
 	}
 
@@ -70,8 +70,13 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 		reason, message = created.Reason, created.Message
 	case js == nil || ptr.Deref(js.Spec.Suspend, false):
 		reason, message = "WaitingForJobSet", "the JobSet is being created or resumed"
-	case numNodes > 0 && ready >= numNodes:
+	case numNodes > 0 && ready+succeeded >= numNodes:
+		// Once every node has started, a job stays Running while its nodes
+		// finish one by one, until the JobSet says it is complete.
 		phase, reason, message = trainer.TrainJobRunning, "AllNodesRunning", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
+		if succeeded > 0 {
+			message += fmt.Sprintf(", %d finished", succeeded)
+		}
 	default:
 		reason, message = podReason, podMessage
 	}

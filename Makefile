@@ -103,6 +103,23 @@ fuzz: ## Fuzz the pipeline and the validators, FUZZTIME each (default 1m; e.g. F
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
+##@ Performance
+
+BENCH_N    ?= 1000
+BENCH_ARGS ?=
+CHAOS_ARGS ?=
+
+.PHONY: bench
+bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local cluster: rate vs a plain client, latency, requests per job, writes at rest, CPU/RSS; writes bin/perf/result.{json,md} and docs/performance.md. Not part of make test.
+	go test -run '^$$' -bench . -benchmem ./pkg/controller/ | tee $(BIN)/perf-go-bench.txt
+	CGO_ENABLED=0 go build -o $(BIN)/trainyard-bench ./test/perf/bench
+	$(BIN)/trainyard-bench -n $(BENCH_N) -docs docs/performance.md -go-bench $(BIN)/perf-go-bench.txt $(BENCH_ARGS)
+
+.PHONY: chaos
+chaos: cluster-tools ## 1000 TrainJobs, 2 manager replicas; SIGKILL the leader 5 times and restart the API server once; fail unless every job has one JobSet and completes, with no status going backwards.
+	CGO_ENABLED=0 go build -o $(BIN)/trainyard-chaos ./test/perf/chaos
+	$(BIN)/trainyard-chaos $(CHAOS_ARGS)
+
 .PHONY: vet
 vet: ## go vet and gofmt.
 	@out=$$(gofmt -l apis cmd pkg test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -137,13 +137,22 @@ func (s *Syncer) desired(owner client.Object, existing *jobsetv1alpha2.JobSet, r
 	if err := controllerutil.SetControllerReference(owner, js, s.Client.Scheme()); err != nil {
 		return nil, fmt.Errorf("setting owner of JobSet %s: %w", js.Name, err)
 	}
+	if _, err := Hashes(js); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+
+// Hashes sets the template and render hash annotations of js and returns
+// the render hash.
+func Hashes(js *jobsetv1alpha2.JobSet) (string, error) {
 	if js.Annotations == nil {
 		js.Annotations = map[string]string{}
 	}
 	delete(js.Annotations, RenderHashAnnotation)
 	tmplHash, err := templateHash(js)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	js.Annotations[TemplateHashAnnotation] = tmplHash
 	renderHash, err := hashJSON(struct {
@@ -151,10 +160,10 @@ func (s *Syncer) desired(owner client.Object, existing *jobsetv1alpha2.JobSet, r
 		Spec                jobsetv1alpha2.JobSetSpec
 	}{js.Labels, js.Annotations, js.Spec})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	js.Annotations[RenderHashAnnotation] = renderHash
-	return js, nil
+	return renderHash, nil
 }
 
 // templateHash hashes the JobSet spec without suspend and without the pod

@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"path/filepath"
+	"testing"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/jobsetsync"
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+)
+
+// BenchmarkRender is the manager's CPU work per TrainJob before its JobSet is
+// written: validation, the plugin pipeline, the runtime snapshot, and (in
+// BenchmarkRenderAndHash) the hashes jobsetsync puts on the JobSet.
+func BenchmarkRender(b *testing.B) {
+	r, job, rt := benchInputs(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.render(job, rt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRenderAndHash(b *testing.B) {
+	r, job, rt := benchInputs(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		js, err := r.render(job, rt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := jobsetsync.Hashes(js); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeSnapshot is what re-rendering a suspended JobSet costs on top
+// of rendering: reading the runtime back from the JobSet's annotation.
+func BenchmarkDecodeSnapshot(b *testing.B) {
+	r, job, rt := benchInputs(b)
+	js, err := r.render(job, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := trruntime.DecodeRuntime(js.Annotations[SnapshotAnnotation]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchInputs(b *testing.B) (*TrainJobReconciler, *trainer.TrainJob, *trruntime.Runtime) {
+	b.Helper()
+	rt, err := rtt.TorchDistributedRuntime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	job, err := rtt.LoadTrainJobFile(filepath.Join(rtt.RepoRoot(), "examples", "trainjob-torch.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	job.Namespace, job.UID = "default", "0f5b5d1c-8e2a-4c53-9a43-1d1d5e0e7a11"
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &TrainJobReconciler{Framework: fw}, job, rt
+}

@@ -1,0 +1,204 @@
+// Command bench (make bench) measures Trainyard under a burst of TrainJobs on
+// the local cluster (test/cluster: a module-built kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler, kwok nodes, JobSet, Kueue and the
+// manager), against the limit measured in the same run: a plain client creating
+// the same JobSets directly. It writes the raw numbers as JSON and a Markdown
+// report, and can regenerate the generated part of docs/performance.md.
+//
+// Phases, in this order, each in its own namespace:
+//
+//	raw       N JobSets (the manager's own rendering of the benchmark TrainJob,
+//	          without owner) created directly by W parallel unthrottled clients;
+//	trainyard N TrainJobs created the same way; the manager makes the JobSets;
+//	kueue     N TrainJobs through a Kueue LocalQueue with room for all of them.
+//
+// Each phase ends when every job has finished (kwok runs each pod for a few
+// seconds), and is followed by a rest window in which writes are counted.
+// Requests per job are counted from the API server's audit log by user agent.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/perf/harness"
+)
+
+type config struct {
+	n, nodesPerJob, workers int
+	phases                  []string
+	stateDir, out, docs     string
+	rest, timeout           time.Duration
+	managerArgs             []string
+	label                   string
+	goBench                 string
+	suspend                 bool
+}
+
+func main() {
+	var cfg config
+	var phases, managerArgs string
+	flag.IntVar(&cfg.n, "n", 1000, "TrainJobs (and JobSets) per phase")
+	flag.IntVar(&cfg.nodesPerJob, "nodes", 2, "numNodes of each TrainJob")
+	flag.IntVar(&cfg.workers, "workers", 16, "parallel clients submitting the burst")
+	flag.StringVar(&phases, "phases", "raw,trainyard,kueue", "phases to run, in order: raw, trainyard, kueue")
+	flag.StringVar(&cfg.stateDir, "state-dir", "bin/perf/cluster", "state directory of the local cluster")
+	flag.StringVar(&cfg.out, "out", "bin/perf", "directory for result.json and result.md")
+	flag.StringVar(&cfg.docs, "docs", "", "regenerate the generated section of this Markdown file (docs/performance.md)")
+	flag.DurationVar(&cfg.rest, "rest", time.Minute, "rest window after each phase in which writes are counted")
+	flag.DurationVar(&cfg.timeout, "timeout", 60*time.Minute, "give up after this long")
+	flag.StringVar(&managerArgs, "manager-args", "", "extra manager flags, space separated")
+	flag.StringVar(&cfg.label, "label", "", "name of this run in the report (default: the git commit)")
+	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
+	flag.StringVar(&cfg.goBench, "go-bench", "", "output of go test -bench to include in the report")
+	flag.Parse()
+	cfg.phases = strings.Split(phases, ",")
+	cfg.managerArgs = strings.Fields(managerArgs)
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, cfg.timeout)
+	defer cancelT()
+	for _, p := range cfg.phases {
+		if p != "raw" && p != "trainyard" && p != "kueue" {
+			return fmt.Errorf("unknown phase %q", p)
+		}
+	}
+
+	// Room for every pod of a phase at once: 500 pods per kwok node.
+	pods := cfg.n * cfg.nodesPerJob
+	nodes := max(2, (pods*3/2+499)/500)
+	wd, _ := os.Getwd()
+	repo, err := cluster.FindRepoDir(wd)
+	if err != nil {
+		return err
+	}
+	logf("starting the local cluster: %d kwok nodes × 500 pods, audit log on", nodes)
+	c, err := cluster.Up(ctx, cluster.Options{
+		StateDir:         cfg.stateDir,
+		CPUNodes:         nodes,
+		PodsPerNode:      500,
+		UntaintedNodes:   true,
+		AuditLog:         true,
+		DisableQPSLimits: true,
+		Runtimes:         []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
+		ManagerArgs:      cfg.managerArgs,
+		Progress:         os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping the cluster (logs in %s)", c.Logs())
+		_ = c.Down()
+	}()
+
+	b, err := newBench(ctx, c, cfg)
+	if err != nil {
+		return err
+	}
+	res := Result{
+		Label: cfg.label, Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, NodesPerJob: cfg.nodesPerJob,
+		Workers: cfg.workers, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, Machine: machine(),
+	}
+	if res.Label == "" {
+		res.Label = gitCommit(repo)
+	}
+	tmpl, err := b.warmUp(ctx)
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	for _, p := range cfg.phases {
+		var ph *Phase
+		switch p {
+		case "raw":
+			ph, err = b.raw(ctx, tmpl)
+		case "trainyard":
+			ph, err = b.trainJobs(ctx, "trainyard", "")
+		case "kueue":
+			ph, err = b.kueue(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("phase %s: %w", p, err)
+		}
+		res.Phases = append(res.Phases, *ph)
+		logf("phase %s: all %d JobSets after %.2fs (%.0f/s), p99 %.0f ms", p, ph.Jobs, ph.AllJobSetsSeconds, ph.JobSetsPerSecond, ph.LatencyMillis.P99)
+	}
+	res.derive()
+	if cfg.goBench != "" {
+		b, err := os.ReadFile(cfg.goBench)
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "Benchmark") {
+				res.GoBenchmarks = append(res.GoBenchmarks, strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
+	if st, err := harness.ReadProc(b.managerPID); err == nil {
+		res.ManagerPeakRSSMiB = mib(st.PeakRSS)
+	}
+	return write(cfg, res)
+}
+
+func write(cfg config, res Result) error {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.out, "result.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	md := res.Markdown()
+	if err := os.WriteFile(filepath.Join(cfg.out, "result.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	if cfg.docs != "" {
+		if err := updateDocs(cfg.docs, md, js); err != nil {
+			return err
+		}
+		logf("updated %s", cfg.docs)
+	}
+	return nil
+}
+
+// updateDocs replaces what lies between the generated-section markers.
+func updateDocs(path, md string, js []byte) error {
+	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return errors.New(path + ": no " + begin + " … " + end + " section")
+	}
+	body := begin + "\n" + md + "\n<details><summary>raw numbers (JSON)</summary>\n\n```json\n" + string(js) + "```\n</details>\n" + end
+	return os.WriteFile(path, []byte(s[:i]+body+s[j+len(end):]), 0o644)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// Result is one bench run.
+type Result struct {
+	Label       string   `json:"label"`
+	Date        string   `json:"date"`
+	Machine     string   `json:"machine"`
+	N           int      `json:"n"`
+	NodesPerJob int      `json:"nodesPerJob"`
+	Workers     int      `json:"workers"`
+	KwokNodes   int      `json:"kwokNodes"`
+	Suspended   bool     `json:"suspended,omitempty"` // TrainJobs submitted suspended: no pods ran
+	ManagerArgs []string `json:"managerArgs,omitempty"`
+	Phases      []Phase  `json:"phases"`
+	// RatioToLimit is Trainyard's JobSets/s over the raw phase's (1 = as fast
+	// as a plain client creating the JobSets itself).
+	RatioToLimit      float64 `json:"ratioToLimit,omitempty"`
+	ManagerPeakRSSMiB float64 `json:"managerPeakRSSMiB"`
+	// GoBenchmarks are the pipeline's Go benchmarks (go test -bench -benchmem).
+	GoBenchmarks []string `json:"goBenchmarks,omitempty"`
+}
+
+// Phase holds one phase's numbers.
+type Phase struct {
+	Name          string  `json:"name"`
+	Jobs          int     `json:"jobs"`
+	SubmitSeconds float64 `json:"submitSeconds"` // creating the N objects
+	// AllJobSetsSeconds: from the first create to the last JobSet seen (watch).
+	AllJobSetsSeconds float64 `json:"allJobSetsSeconds"`
+	JobSetsPerSecond  float64 `json:"jobSetsPerSecond"`
+	// LatencyMillis: from each object's create request to its JobSet seen.
+	LatencyMillis Millis `json:"latencyMillis"`
+	// AllRunningSeconds and RunningLatencyMillis: to the JobSet seen unsuspended
+	// (Kueue's admission included in the kueue phase).
+	AllRunningSeconds    float64 `json:"allRunningSeconds"`
+	RunningLatencyMillis Millis  `json:"runningLatencyMillis"`
+	AllFinishedSeconds   float64 `json:"allFinishedSeconds"`
+	Finished             int     `json:"finished"`
+	Failed               int     `json:"failed"`
+
+	// The manager's requests (audit log, user agent trainyard-manager) from the
+	// first create until 10 s after the last job finished, per job, by
+	// "verb resource" (leader-election leases left out).
+	ManagerRequestsPerJob       map[string]float64 `json:"managerRequestsPerJob,omitempty"`
+	ManagerWritesPerJob         float64            `json:"managerWritesPerJob"`
+	ManagerWritesPerJobToJobSet float64            `json:"managerWritesPerJobToJobSet"`
+	Conflicts                   int                `json:"conflicts"`
+	Reconciles                  int                `json:"reconciles"`
+	ReconcileErrors             int                `json:"reconcileErrors"`
+
+	// Writes per minute in the rest window.
+	RestManagerWritesPerMin      float64  `json:"restManagerWritesPerMin"`
+	RestManagerWrites            []string `json:"restManagerWrites,omitempty"`
+	RestManagerLeaseWritesPerMin float64  `json:"restManagerLeaseWritesPerMin"`
+	RestOtherWritesPerMin        float64  `json:"restOtherWritesPerMin"`
+
+	ManagerCPUSeconds float64            `json:"managerCPUSeconds"` // first create → active window end
+	ManagerPeakRSSMiB float64            `json:"managerPeakRSSMiB"` // largest RSS sampled in the phase
+	CPUSeconds        map[string]float64 `json:"cpuSeconds"`        // every component, whole phase
+}
+
+// Millis are latency percentiles in milliseconds.
+type Millis struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func (r *Result) phase(name string) *Phase {
+	for i := range r.Phases {
+		if r.Phases[i].Name == name {
+			return &r.Phases[i]
+		}
+	}
+	return nil
+}
+
+func (r *Result) derive() {
+	raw, ty := r.phase("raw"), r.phase("trainyard")
+	if raw != nil && ty != nil && raw.JobSetsPerSecond > 0 {
+		r.RatioToLimit = round2(ty.JobSetsPerSecond / raw.JobSetsPerSecond)
+	}
+}
+
+// Markdown renders the run as the tables docs/performance.md shows.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run `%s` on %s, %s: %d jobs per phase, %d nodes each, submitted by %d parallel clients; %d kwok nodes.",
+		r.Label, r.Date[:10], r.Machine, r.N, r.NodesPerJob, r.Workers, r.KwokNodes)
+	if r.Suspended {
+		b.WriteString(" TrainJobs submitted **suspended** (JobSets created, no pods run; not waited for).")
+	}
+	if len(r.ManagerArgs) > 0 {
+		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(r.ManagerArgs, " "))
+	}
+	b.WriteString("\n\n")
+	if r.RatioToLimit > 0 {
+		fmt.Fprintf(&b, "**Trainyard's rate is %.2f× the limit** (a plain client creating the same JobSets in the same run).\n\n", r.RatioToLimit)
+	}
+	b.WriteString("| phase | all JobSets | JobSets/s | → JobSet p50 / p95 / p99 (ms) | all running | → running p99 (ms) | all finished | failed |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "| %s | %.2f s | %.0f | %.0f / %.0f / %.0f | %.2f s | %.0f | %.0f s (%d/%d) | %d |\n",
+			p.Name, p.AllJobSetsSeconds, p.JobSetsPerSecond, p.LatencyMillis.P50, p.LatencyMillis.P95, p.LatencyMillis.P99,
+			p.AllRunningSeconds, p.RunningLatencyMillis.P99, p.AllFinishedSeconds, p.Finished, p.Jobs, p.Failed)
+	}
+	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.Phases {
+		if p.Name == "raw" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f |\n",
+			p.Name, p.ManagerWritesPerJobToJobSet, p.ManagerWritesPerJob, p.Conflicts, p.Reconciles, p.ReconcileErrors,
+			p.RestManagerWritesPerMin, p.RestManagerLeaseWritesPerMin, p.RestOtherWritesPerMin, p.ManagerCPUSeconds, p.ManagerPeakRSSMiB)
+	}
+	for _, p := range r.Phases {
+		if len(p.ManagerRequestsPerJob) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nManager requests per job, phase %s (audit log):", p.Name)
+		keys := make([]string, 0, len(p.ManagerRequestsPerJob))
+		for k := range p.ManagerRequestsPerJob {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s `%s` %.2f", sep, k, p.ManagerRequestsPerJob[k])
+		}
+		b.WriteString(".\n")
+	}
+	b.WriteString("\nCPU seconds per component and phase:\n\n| phase |")
+	comps := map[string]bool{}
+	for _, p := range r.Phases {
+		for k := range p.CPUSeconds {
+			comps[k] = true
+		}
+	}
+	names := make([]string, 0, len(comps))
+	for k := range comps {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s |", n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(names)) + "\n")
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "| %s |", p.Name)
+		for _, n := range names {
+			fmt.Fprintf(&b, " %.1f |", p.CPUSeconds[n])
+		}
+		b.WriteString("\n")
+	}
+	if len(r.GoBenchmarks) > 0 {
+		b.WriteString("\nThe manager's CPU work per TrainJob, in process (`go test -bench . -benchmem ./pkg/controller/`):\n\n```\n")
+		for _, l := range r.GoBenchmarks {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString("```\n")
+	}
+	return b.String()
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s", runtime.NumCPU(), model)
+}
+
+func gitCommit(repo string) string {
+	out, err := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,339 @@
+// Command chaos (make chaos) runs a burst of TrainJobs on the local cluster
+// with two manager replicas under leader election, SIGKILLs the leader several
+// times at random moments and restarts the API server once, then checks what a
+// user would check afterwards:
+//
+//   - every TrainJob has exactly one JobSet (the same one all along) that it owns;
+//   - every TrainJob is Complete;
+//   - no TrainJob's status went backwards (phase order Pending → Running →
+//     Complete; a condition once True never turned False);
+//   - no event storm: no job got the same event more than twice.
+//
+// It exits non-zero when any check fails, and writes what it saw as JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/perf/harness"
+)
+
+const ns = "chaos"
+
+type report struct {
+	N              int       `json:"n"`
+	Kills          []kill    `json:"kills"`
+	APIRestartAt   float64   `json:"apiServerRestartAt"`
+	APIRestartSecs float64   `json:"apiServerRestartSeconds"`
+	AllFinished    float64   `json:"allFinishedSeconds"`
+	Complete       int       `json:"complete"`
+	JobSets        int       `json:"jobSets"`
+	Events         int       `json:"events"`
+	Violations     []string  `json:"violations"`
+	Started        time.Time `json:"started"`
+}
+
+type kill struct {
+	At      float64 `json:"at"` // seconds after the first create
+	Replica int     `json:"replica"`
+	// Takeover is how long until a replica was leader again.
+	Takeover float64 `json:"takeoverSeconds"`
+}
+
+func main() {
+	var (
+		n       = flag.Int("n", 1000, "TrainJobs")
+		kills   = flag.Int("kills", 5, "times the leader is SIGKILLed")
+		window  = flag.Duration("window", 150*time.Second, "kills and the API server restart happen at random moments in this window after the first create")
+		seed    = flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed, to replay a run)")
+		dir     = flag.String("state-dir", "bin/perf/chaos-cluster", "state directory of the local cluster")
+		out     = flag.String("out", "bin/perf/chaos.json", "report file")
+		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
+	)
+	flag.Parse()
+	rep, err := run(*n, *kills, *window, *seed, *dir, *timeout)
+	if rep != nil {
+		if b, jerr := json.MarshalIndent(rep, "", "  "); jerr == nil {
+			_ = os.MkdirAll(filepath.Dir(*out), 0o755)
+			_ = os.WriteFile(*out, append(b, '\n'), 0o644)
+		}
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	case len(rep.Violations) > 0:
+		fmt.Fprintf(os.Stderr, "chaos: FAILED, %d violations (seed %d):\n  %s\n", len(rep.Violations), *seed, strings.Join(rep.Violations, "\n  "))
+		os.Exit(1)
+	}
+	fmt.Printf("chaos: OK (seed %d): %d TrainJobs, %d leader kills, API server restarted once; every job Complete with exactly one JobSet, no status backwards, %d events\n",
+		*seed, rep.N, len(rep.Kills), rep.Events)
+}
+
+func run(n, kills int, window time.Duration, seed uint64, dir string, timeout time.Duration) (*report, error) {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, timeout)
+	defer cancelT()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	logf("seed %d", seed)
+
+	wd, _ := os.Getwd()
+	repo, err := cluster.FindRepoDir(wd)
+	if err != nil {
+		return nil, err
+	}
+	nodes := max(2, (n*2*3/2+499)/500)
+	c, err := cluster.Up(ctx, cluster.Options{
+		StateDir: dir, CPUNodes: nodes, PodsPerNode: 500, UntaintedNodes: true, DisableQPSLimits: true,
+		ManagerReplicas: 2,
+		Runtimes:        []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
+		Progress:        os.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		logf("stopping the cluster (logs in %s)", c.Logs())
+		_ = c.Down()
+	}()
+	rc := c.RESTConfig()
+	rc.QPS, rc.Burst = -1, 0
+	rc.UserAgent = "trainyard-chaos/v0"
+	cli, err := client.New(rc, client.Options{Scheme: cluster.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := harness.Namespace(ctx, cli, ns); err != nil {
+		return nil, err
+	}
+	trainjobs, err := harness.Watch(ctx, c.RESTConfig(), harness.TrainJobs, ns)
+	if err != nil {
+		return nil, err
+	}
+	jobsets, err := harness.Watch(ctx, c.RESTConfig(), harness.JobSets, ns)
+	if err != nil {
+		return nil, err
+	}
+
+	// The faults, at random moments of the window.
+	var at []time.Duration
+	for i := 0; i < kills; i++ {
+		at = append(at, time.Duration(rng.Int64N(int64(window))))
+	}
+	slices.Sort(at)
+	apiAt := time.Duration(rng.Int64N(int64(window)))
+	rep := &report{N: n, Started: time.Now()}
+
+	names := harness.Names("job", n)
+	objs := make([]client.Object, n)
+	for i, name := range names {
+		objs[i] = harness.TrainJob(ns, name, 2, "")
+	}
+	start := time.Now()
+	submitted := make(chan error, 1)
+	go func() {
+		_, d, err := harness.Burst(ctx, cli, objs, 16)
+		logf("%d TrainJobs created in %.1fs", n, d.Seconds())
+		submitted <- err
+	}()
+
+	apiDone := false
+	for i := 0; i <= len(at); i++ {
+		// The API server restart falls between two kills (or after the last).
+		next := window
+		if i < len(at) {
+			next = at[i]
+		}
+		if !apiDone && apiAt <= next {
+			sleepUntil(ctx, start.Add(apiAt))
+			logf("restarting the API server at %.1fs", time.Since(start).Seconds())
+			rep.APIRestartAt = time.Since(start).Seconds()
+			t := time.Now()
+			if err := c.RestartAPIServer(ctx); err != nil {
+				return rep, fmt.Errorf("restarting the API server: %w", err)
+			}
+			rep.APIRestartSecs = time.Since(t).Seconds()
+			apiDone = true
+		}
+		if i == len(at) {
+			break
+		}
+		sleepUntil(ctx, start.Add(at[i]))
+		k, err := killLeader(ctx, c, start)
+		if err != nil {
+			return rep, err
+		}
+		rep.Kills = append(rep.Kills, k)
+	}
+	if err := <-submitted; err != nil {
+		return rep, fmt.Errorf("submitting: %w", err)
+	}
+
+	logf("faults done; waiting for every TrainJob to finish")
+	wctx, cancelW := context.WithTimeout(ctx, 25*time.Minute)
+	done := trainjobs.WaitFor(wctx, names, harness.IsFinished)
+	cancelW()
+	rep.AllFinished = time.Since(start).Seconds()
+	logf("%d/%d TrainJobs finished after %.0fs", done, n, rep.AllFinished)
+	time.Sleep(5 * time.Second) // late status writes and events, which must not regress anything
+	check(ctx, cli, rep, names, trainjobs, jobsets)
+	return rep, nil
+}
+
+// killLeader finds the leader among the replicas, SIGKILLs it, restarts it (as
+// a Deployment would) and waits until some replica leads again.
+func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time) (kill, error) {
+	leader := -1
+	for deadline := time.Now().Add(60 * time.Second); leader < 0 && time.Now().Before(deadline); {
+		leader = currentLeader(c)
+		if leader < 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if leader < 0 {
+		return kill{}, fmt.Errorf("no manager replica became leader within 60s")
+	}
+	k := kill{At: time.Since(start).Seconds(), Replica: leader}
+	logf("SIGKILL leader %s at %.1fs", cluster.ManagerReplica(leader), k.At)
+	if err := c.StopManagerReplica(leader, syscall.SIGKILL); err != nil {
+		return k, err
+	}
+	t := time.Now()
+	if err := c.StartManagerReplica(ctx, leader); err != nil {
+		return k, fmt.Errorf("restarting %s: %w", cluster.ManagerReplica(leader), err)
+	}
+	for time.Since(t) < 90*time.Second && currentLeader(c) < 0 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	k.Takeover = time.Since(t).Seconds()
+	logf("a leader again after %.1fs", k.Takeover)
+	return k, nil
+}
+
+// currentLeader is the replica whose leader-election gauge is 1, or -1.
+func currentLeader(c *cluster.Cluster) int {
+	for i := 0; i < c.ManagerReplicas(); i++ {
+		m, err := harness.Scrape(c.ManagerMetricsURL(i))
+		if err == nil && harness.Sum(m, "leader_election_master_status") >= 1 {
+			return i
+		}
+	}
+	return -1
+}
+
+// phaseRank orders TrainJob phases; a job's phase may only move forward.
+var phaseRank = map[string]int{"Pending": 0, "Running": 1, "Complete": 2, "Failed": 2}
+
+func check(ctx context.Context, cli client.Client, rep *report, names []string, trainjobs, jobsets *harness.Watcher) {
+	violate := func(format string, args ...any) {
+		if len(rep.Violations) < 200 {
+			rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, name := range names {
+		tj, ok := trainjobs.Get(name)
+		if !ok {
+			violate("%s: never seen", name)
+			continue
+		}
+		if tj.Final == "Complete" {
+			rep.Complete++
+		} else {
+			violate("%s: not Complete (phases %v, conditions %v)", name, tj.Phases, tj.Conditions)
+		}
+		for i := 1; i < len(tj.Phases); i++ {
+			if phaseRank[tj.Phases[i]] < phaseRank[tj.Phases[i-1]] {
+				violate("%s: phase went backwards: %v", name, tj.Phases)
+				break
+			}
+		}
+		if len(tj.Regressions) > 0 {
+			violate("%s: conditions turned from True to not True: %v", name, tj.Regressions)
+		}
+		js, ok := jobsets.Get(name)
+		switch {
+		case !ok:
+			violate("%s: no JobSet ever seen", name)
+		case len(js.UIDs) != 1:
+			violate("%s: %d different JobSets seen under its name", name, len(js.UIDs))
+		}
+	}
+	var list jobsetv1alpha2.JobSetList
+	if err := cli.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		violate("listing JobSets: %v", err)
+	}
+	rep.JobSets = len(list.Items)
+	owned := map[string]int{}
+	for _, js := range list.Items {
+		for _, o := range js.OwnerReferences {
+			if o.Kind == "TrainJob" && o.Controller != nil && *o.Controller {
+				owned[o.Name]++
+			}
+		}
+	}
+	for _, name := range names {
+		if owned[name] != 1 {
+			violate("%s: owns %d JobSets", name, owned[name])
+		}
+	}
+	if len(list.Items) != len(names) {
+		violate("%d JobSets for %d TrainJobs", len(list.Items), len(names))
+	}
+
+	// Events: the new events API folds repeats into a series; count both.
+	var evs eventsv1.EventList
+	if err := cli.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		violate("listing events: %v", err)
+	}
+	perJobReason := map[string]int{}
+	for _, e := range evs.Items {
+		if e.Regarding.Kind != "TrainJob" {
+			continue
+		}
+		cnt := 1
+		if e.Series != nil {
+			cnt = int(e.Series.Count)
+		}
+		rep.Events += cnt
+		perJobReason[e.Regarding.Name+" "+e.Reason] += cnt
+	}
+	keys := make([]string, 0, len(perJobReason))
+	for k := range perJobReason {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if perJobReason[k] > 2 {
+			violate("event storm: %s sent %d times", k, perJobReason[k])
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(t)):
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s chaos: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,65 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scrape reads a Prometheus text endpoint and returns every sample as
+// "name{labels}" → value.
+func Scrape(url string) (map[string]float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// Sum adds the samples of metric name whose labels contain every one of
+// labels (each written as `key="value"`).
+func Sum(samples map[string]float64, name string, labels ...string) float64 {
+	total := 0.0
+	for k, v := range samples {
+		n, rest, _ := strings.Cut(k, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}

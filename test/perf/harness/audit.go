@@ -93,7 +93,6 @@ func OpenAuditLog(path string) (*AuditLog, error) {
 	return &AuditLog{path: path, offset: st.Size()}, nil
 }
 
-
 // Read returns the complete events written since the last Read.
 func (l *AuditLog) Read() ([]AuditEvent, error) {
 	f, err := os.Open(l.path)

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,17 +44,17 @@ func (r *TrainJobReconciler) queueState(ctx context.Context, job *trainer.TrainJ
 	if js != nil {
 		uids = append(uids, string(js.UID))
 	}
-	sel, err := labels.NewRequirement(jobUIDLabel, selection.In, uids)
-	if err != nil {
-		return "", "", false, err
-	}
-	var list kueue.WorkloadList
-	if err := r.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*sel)}); err != nil {
-		return "", "", false, fmt.Errorf("listing Kueue workloads: %w", err)
+	var items []kueue.Workload
+	for _, uid := range uids {
+		var list kueue.WorkloadList
+		if err := r.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingFields{workloadJobIndex: uid}); err != nil {
+			return "", "", false, fmt.Errorf("listing Kueue workloads: %w", err)
+		}
+		items = append(items, list.Items...)
 	}
 	var wl *kueue.Workload
-	for i := range list.Items {
-		w := &list.Items[i]
+	for i := range items {
+		w := &items[i]
 		if w.DeletionTimestamp != nil || meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished) {
 			continue
 		}

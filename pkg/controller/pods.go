@@ -24,15 +24,13 @@ func metav1ObjectMeta(p *corev1.Pod) metav1.ObjectMeta {
 // nodePods lists the live pods of a JobSet's replicated job, by name.
 func (r *TrainJobReconciler) nodePods(ctx context.Context, js *jobsetv1alpha2.JobSet, rjob string) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(js.Namespace), client.MatchingLabels{
-		jobsetv1alpha2.JobSetNameKey:        js.Name,
-		jobsetv1alpha2.ReplicatedJobNameKey: rjob,
-	}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Name}); err != nil {
 		return nil, fmt.Errorf("listing pods of JobSet %s: %w", js.Name, err)
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil && p.Labels[jobsetv1alpha2.JobSetUIDKey] == string(js.UID) {
+		if p.DeletionTimestamp == nil && p.Labels[jobsetv1alpha2.JobSetUIDKey] == string(js.UID) &&
+			p.Labels[jobsetv1alpha2.ReplicatedJobNameKey] == rjob {
 			out = append(out, p)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -42,6 +44,10 @@ func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) e
 	}); err != nil {
 		return err
 	}
+	kueueOn := kueueServed(mgr)
+	if err := setUpIndexes(ctx, mgr, kueueOn); err != nil {
+		return err
+	}
 	r := &TrainJobReconciler{
 		Client:    mgr.GetClient(),
 		Framework: fw,
@@ -51,18 +57,24 @@ func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) e
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.Kueue = kueueServed(mgr)
+	r.Kueue = kueueOn
 	ctrl.Log.WithName("setup").Info("TrainJob controller", "kueueWorkloads", r.Kueue)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
-		For(&trainer.TrainJob{}).
-		Owns(&jobsetv1alpha2.JobSet{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
+		// The controller's own status writes need no second pass: only a
+		// change of spec, labels or annotations (Kueue's admission, suspend)
+		// wakes a TrainJob; its children's events do the rest.
+		For(&trainer.TrainJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// Children's events wait behind new TrainJobs (see lowPriority).
+		Watches(&jobsetv1alpha2.JobSet{}, lowPriority(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+			&trainer.TrainJob{}, handler.OnlyControllerOwner()))).
+		Watches(&corev1.Pod{}, lowPriority(handler.EnqueueRequestsFromMapFunc(podToTrainJob)), builder.WithPredicates(podChanged)).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
 	if r.Kueue {
-		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))
+		b = b.Watches(&kueue.Workload{}, lowPriority(handler.EnqueueRequestsFromMapFunc(workloadToTrainJob)))
 	}
 	return b.Complete(r)
 }

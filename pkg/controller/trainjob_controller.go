@@ -67,7 +67,15 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	log := ctrl.LoggerFrom(ctx)
 
-	status, evts, requeue, err := r.reconcile(ctx, &job)
+	status, evts, requeue, created, err := r.reconcile(ctx, &job)
+	// A pass that created the JobSet leaves the status write to the pass the
+	// JobSet's creation event brings (at child priority): under a burst of
+	// submissions, new TrainJobs get their JobSets first, and each job's first
+	// status write coalesces with its JobSet's first status.
+	// Its events, which follow from status transitions, go with that write.
+	if created && err == nil {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	if !equality.Semantic.DeepEqual(&job.Status, status) {
 		updated := job.DeepCopy()
 		updated.Status = *status
@@ -91,7 +99,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // reconcile computes the new status of one TrainJob, acting on its JobSet on the
 // way. Errors the user must fix are reported in status and not returned (a retry
 // would not help; a change of the TrainJob or its runtime triggers a new pass).
-func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJob) (*trainer.TrainJobStatus, []event, time.Duration, error) {
+func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJob) (_ *trainer.TrainJobStatus, _ []event, _ time.Duration, created bool, _ error) {
 	status := job.Status.DeepCopy()
 	var evts []event
 	addEvent := func(kind, reason, action, format string, args ...any) {
@@ -101,7 +109,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 
 	js, err := r.getJobSet(ctx, job)
 	if err != nil {
-		return status, nil, 0, err
+		return status, nil, 0, created, err
 	}
 
 	now := r.Clock.Now()
@@ -111,10 +119,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	if finished(status) {
 		r.Framework.Status(job, ownedOrNil(js, job), status)
 		if err := r.summarize(ctx, job, ownedOrNil(js, job), status, now); err != nil {
-			return status, nil, 0, err
+			return status, nil, 0, created, err
 		}
 		requeue, err := ttl.Expire(ctx, r.Client, job, job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now)
-		return status, nil, requeue, err
+		return status, nil, requeue, created, err
 	}
 
 	// 2. Past its deadline a job fails, and its JobSet goes.
@@ -124,14 +132,14 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 		addEvent(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
 		if js != nil && metav1IsControlledBy(js, job) {
 			if err := r.Delete(ctx, js, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-				return status, evts, 0, fmt.Errorf("deleting JobSet of TrainJob past its deadline: %w", err)
+				return status, evts, 0, created, fmt.Errorf("deleting JobSet of TrainJob past its deadline: %w", err)
 			}
 		}
 		if err := r.summarize(ctx, job, nil, status, now); err != nil {
-			return status, evts, 0, err
+			return status, evts, 0, created, err
 		}
 		requeue, err := ttl.Expire(ctx, r.Client, job, job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now)
-		return status, evts, requeue, err
+		return status, evts, requeue, created, err
 	}
 
 	// 3. Bring the JobSet in line with the TrainJob, and say how that went.
@@ -140,12 +148,17 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	switch {
 	case err == nil:
 		if js != nil {
+			// The event goes with the status that first says Created, so that it
+			// is sent once, even if the manager dies between the two writes.
+			if !condTrue(status, trainer.TrainJobCreated) {
+				addEvent(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
+			}
 			setCondition(status, gen, trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason,
 				fmt.Sprintf("JobSet %s runs this TrainJob", js.Name))
 		}
 		switch action {
 		case jobsetsync.Created:
-			addEvent(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
+			created = true
 			metrics.TimeToJobSet.Observe(now.Sub(job.CreationTimestamp.Time).Seconds())
 		case jobsetsync.Recreated:
 			addEvent(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
@@ -201,7 +214,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	}
 	oldPhase := job.Status.Phase
 	if err := r.summarize(ctx, job, owned, status, now); err != nil {
-		return status, evts, 0, errors.Join(retErr, err)
+		return status, evts, 0, created, errors.Join(retErr, err)
 	}
 	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
 		addEvent(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
@@ -212,10 +225,15 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, job *trainer.TrainJo
 	}
 
 	var requeue time.Duration
-	if at, ok := deadline(job, status); ok && !finished(status) {
+	switch at, ok := deadline(job, status); {
+	case finished(status) && job.Spec.TTLSecondsAfterFinished != nil:
+		// This pass writes the final status; the next one deletes the job once
+		// its TTL has passed. (The controller's own status write wakes nothing.)
+		requeue = max(ttl.Remaining(job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now), time.Millisecond)
+	case ok && !finished(status):
 		requeue = at.Sub(now)
 	}
-	return status, evts, requeue, retErr
+	return status, evts, requeue, created, retErr
 }
 
 // getJobSet returns the JobSet named after the TrainJob, or nil.

@@ -77,10 +77,19 @@ func gangQueueing(t *testing.T, mode gang.Mode) {
 	if err := cli.Create(ctx(), second); err != nil {
 		t.Fatal(err)
 	}
-	waiting := waitState(t, queueNS, second.Name, trainer.TrainJobPending, "WaitingForQuota", short)
-	if !strings.Contains(waiting.Status.Message, "insufficient unused quota for nvidia.com/gpu in flavor gpu") {
-		t.Errorf("want Kueue's quota message, got %q", waiting.Status.Message)
-	}
+	waitState(t, queueNS, second.Name, trainer.TrainJobPending, "WaitingForQuota", short)
+	// The job is WaitingForQuota from the moment its Workload exists ("queued
+	// in LocalQueue …"); Kueue's reason follows once Kueue has tried to admit it.
+	waitFor(t, short, func() error {
+		var job trainer.TrainJob
+		if err := cli.Get(ctx(), client.ObjectKeyFromObject(second), &job); err != nil {
+			return err
+		}
+		if job.Status.Reason != "WaitingForQuota" || !strings.Contains(job.Status.Message, "insufficient unused quota for nvidia.com/gpu in flavor gpu") {
+			return fmt.Errorf("want WaitingForQuota with Kueue's quota message, got %s: %q", job.Status.Reason, job.Status.Message)
+		}
+		return nil
+	})
 	if n := len(pods(t, queueNS, second.Name)); n != 0 {
 		t.Errorf("the waiting job has %d pods: the gang was split", n)
 	}

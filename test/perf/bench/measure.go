@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -125,11 +126,19 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, o
 			}
 		}
 	}
-	ph.AllRunningSeconds = lastRunning.Sub(start).Seconds()
-	ph.RunningLatencyMillis = percentiles(running)
+	if len(running) > 0 {
+		ph.AllRunningSeconds = lastRunning.Sub(start).Seconds()
+		ph.RunningLatencyMillis = percentiles(running)
+	}
 
+	// Suspended jobs never finish; their end is every status written (the
+	// Suspended condition), so that the rest window starts at rest.
+	done := harness.IsFinished
+	if b.cfg.suspend && phase != "raw" {
+		wait, done = 30*time.Minute, func(s *harness.Seen) bool { return slices.Contains(s.Conditions, "Suspended") }
+	}
 	wctx, cancel = context.WithTimeout(ctx, wait)
-	n = finished.WaitFor(wctx, names, harness.IsFinished)
+	n = finished.WaitFor(wctx, names, done)
 	cancel()
 	ph.AllFinishedSeconds = time.Since(start).Seconds()
 	ph.Finished = n

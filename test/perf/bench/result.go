@@ -110,9 +110,19 @@ func (r *Result) Markdown() string {
 	b.WriteString("| phase | all JobSets | JobSets/s | → JobSet p50 / p95 / p99 (ms) | all running | → running p99 (ms) | all finished | failed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
-		fmt.Fprintf(&b, "| %s | %.2f s | %.0f | %.0f / %.0f / %.0f | %.2f s | %.0f | %.0f s (%d/%d) | %d |\n",
+		running := "—"
+		if p.AllRunningSeconds > 0 {
+			running = fmt.Sprintf("%.2f s | %.0f", p.AllRunningSeconds, p.RunningLatencyMillis.P99)
+		} else {
+			running += " | —"
+		}
+		finished := fmt.Sprintf("%.0f s (%d/%d)", p.AllFinishedSeconds, p.Finished, p.Jobs)
+		if r.Suspended {
+			finished = fmt.Sprintf("statuses written: %.0f s (%d/%d)", p.AllFinishedSeconds, p.Finished, p.Jobs)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f s | %.0f | %.0f / %.0f / %.0f | %s | %s | %d |\n",
 			p.Name, p.AllJobSetsSeconds, p.JobSetsPerSecond, p.LatencyMillis.P50, p.LatencyMillis.P95, p.LatencyMillis.P99,
-			p.AllRunningSeconds, p.RunningLatencyMillis.P99, p.AllFinishedSeconds, p.Finished, p.Jobs, p.Failed)
+			running, finished, p.Failed)
 	}
 	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")

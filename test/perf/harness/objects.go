@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -96,15 +97,18 @@ func createRetrying(ctx context.Context, c client.Client, o client.Object) error
 		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {
 			return nil
 		}
-		retriable := apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
-		if !retriable || attempt >= 20 {
+		// Retry what a user's client would: the API server throttling or
+		// failing, and no answer at all (connection refused while it restarts).
+		var status apierrors.APIStatus
+		retriable := !errors.As(err, &status) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
+			apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+		if !retriable || attempt >= 120 {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
@@ -25,6 +26,7 @@ const jobUIDLabel = "kueue.x-k8s.io/job-uid"
 // Reasons a queued TrainJob is not running, from its Kueue Workload.
 const (
 	ReasonWaitingForQuota      = "WaitingForQuota"
+	ReasonAdmitted             = "Admitted"
 	ReasonExceedsQueueCapacity = "ExceedsQueueCapacity"
 	ReasonInadmissible         = "Inadmissible"
 	ReasonPreempted            = "Preempted"
@@ -62,10 +64,18 @@ func (r *TrainJobReconciler) queueState(ctx context.Context, job *trainer.TrainJ
 			wl = w
 		}
 	}
-	if wl == nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+	if wl == nil {
 		return "", "", false, nil
 	}
 	queue := fmt.Sprintf("LocalQueue %s", wl.Spec.QueueName)
+	if meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+		// Admitted, but Kueue has not resumed the job yet (a busy Kueue can take
+		// a while): it is about to start, not suspended.
+		if trruntime.Suspended(job) || (js != nil && ptr.Deref(js.Spec.Suspend, false)) {
+			return ReasonAdmitted, fmt.Sprintf("admitted in %s; waiting for Kueue to start it", queue), true, nil
+		}
+		return "", "", false, nil
+	}
 	if !ptr.Deref(wl.Spec.Active, true) {
 		return ReasonDeactivated, fmt.Sprintf("Kueue workload %s is deactivated", wl.Name), true, nil
 	}

@@ -91,6 +91,7 @@ func TestKueueTrainJobMode(t *testing.T) {
 
 	// Admission: Kueue writes its placement as a podTemplateOverride and resumes.
 	setWL(cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueue.WorkloadAdmitted, "True", "Admitted", ""))
+	waitGet(t, ns, "queued", map[string]string{"State": "Pending", "Reason": "Admitted"}) // until Kueue resumes it
 	patchTrainJob(t, ns, "queued", func(j *trainer.TrainJob) {
 		j.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
 			TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
@@ -141,6 +142,7 @@ func TestKueueJobSetMode(t *testing.T) {
 
 	// Kueue admits: it unsuspends the JobSet and injects the flavor's node selector.
 	setWL(cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueue.WorkloadAdmitted, "True", "Admitted", ""))
+	waitGet(t, ns, "handed", map[string]string{"State": "Pending", "Reason": "Admitted"}) // until Kueue unsuspends the JobSet
 	eventually(t, func() error {
 		var cur jobsetv1alpha2.JobSet
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(js), &cur); err != nil {

@@ -26,12 +26,7 @@ func TestChildEventsWaitBehindNewTrainJobs(t *testing.T) {
 	lowPriority(handler.EnqueueRequestsFromMapFunc(podToTrainJob)).Create(context.Background(), crevent.CreateEvent{Object: pod}, q)
 	q.Add(reconcile.Request{NamespacedName: key("ns", "new")})
 
-	var got []string
-	for range 2 {
-		item, _ := q.Get()
-		got = append(got, item.Name)
-		q.Done(item)
-	}
+	got := drain(q, 2)
 	if diff := cmp.Diff([]string{"new", "running"}, got); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
@@ -45,12 +40,7 @@ func TestPrioritizedKeepsLowerPriorities(t *testing.T) {
 	p.AddWithOpts(priorityqueue.AddOpts{Priority: &low}, reconcile.Request{NamespacedName: key("ns", "resync")})
 	p.Add(reconcile.Request{NamespacedName: key("ns", "child")})
 	p.AddAfter(reconcile.Request{NamespacedName: key("ns", "later")}, time.Hour)
-	var got []string
-	for range 2 {
-		item, _ := q.Get()
-		got = append(got, item.Name)
-		q.Done(item)
-	}
+	got := drain(q, 2)
 	if diff := cmp.Diff([]string{"child", "resync"}, got); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
@@ -95,4 +85,15 @@ func waiting(reason string) []corev1.ContainerStatus {
 
 func key(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// drain takes n items off q, in the order the queue hands them out.
+func drain(q priorityqueue.PriorityQueue[reconcile.Request], n int) []string {
+	var names []string
+	for range n {
+		item, _ := q.Get()
+		names = append(names, item.Name)
+		q.Done(item)
+	}
+	return names
 }

@@ -254,17 +254,16 @@ func checkLossHalved(t *testing.T, who string, r mnistRun) {
 	}
 }
 
-// TestPyTorchJobV1Script trains examples/pytorchjob/pytorch_job_mnist_cpu.yaml:
-// a Master and two Workers run `python3 mnist.py`, whose init_process_group
-// ("gloo") reads v1's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK. Every rank
-// reaches the Master through its Service, pytorch-mnist-cpu-master-0.
-func TestPyTorchJobV1Script(t *testing.T) {
+// runPyTorchJobExample creates examples/pytorchjob/<file> in ns, follows its
+// pods' logs and waits until it finished; it fails the test, showing the logs,
+// unless the job Succeeded, and returns the job's name and its logs by replica.
+func runPyTorchJobExample(t *testing.T, ns, file string) (string, map[string]replicaLog) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cl := pytorchJobClient(t)
-	const ns = "pytorchjob-v1"
 	start := time.Now()
-	job := createPyTorchJobExample(t, ctx, cl, ns, "pytorch_job_mnist_cpu.yaml")
+	job := createPyTorchJobExample(t, ctx, cl, ns, file)
 	follower := followPyTorchJob(ctx, ns, job.Name)
 	cond, msg := waitPyTorchJobFinished(t, ctx, cl, ns, job.Name, 4*time.Minute)
 	took := time.Since(start)
@@ -282,6 +281,15 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		t.Fatalf("PyTorchJob %s: %s: %s", job.Name, cond, msg)
 	}
 	t.Logf("PyTorchJob %s Succeeded %.1fs after it was created", job.Name, took.Seconds())
+	return job.Name, logs
+}
+
+// TestPyTorchJobV1Script trains examples/pytorchjob/pytorch_job_mnist_cpu.yaml:
+// a Master and two Workers run `python3 mnist.py`, whose init_process_group
+// ("gloo") reads v1's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK. Every rank
+// reaches the Master through its Service, pytorch-mnist-cpu-master-0.
+func TestPyTorchJobV1Script(t *testing.T) {
+	jobName, logs := runPyTorchJobExample(t, "pytorchjob-v1", "pytorch_job_mnist_cpu.yaml")
 
 	want := map[string]int{"master-0": 0, "worker-0": 1, "worker-1": 2} // replica -> RANK
 	if len(logs) != len(want) {
@@ -306,11 +314,11 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		if r.envRank != strconv.Itoa(rank) || r.rank != rank {
 			t.Errorf("%s: RANK=%s, rank %d in the group; want %d", replica, r.envRank, r.rank, rank)
 		}
-		if want := job.Name + "-master-0"; r.addr != want || r.port != "23456" {
+		if want := jobName + "-master-0"; r.addr != want || r.port != "23456" {
 			t.Errorf("%s: MASTER_ADDR=%s MASTER_PORT=%s, want %s and 23456", replica, r.addr, r.port, want)
 		}
 		// v1's host name: the pod's name there, <job>-<type>-<index>.
-		if want := job.Name + "-" + replica; r.host != want {
+		if want := jobName + "-" + replica; r.host != want {
 			t.Errorf("%s: host name %s, want %s", replica, r.host, want)
 		}
 		if other, dup := ranks[r.rank]; dup {
@@ -326,29 +334,7 @@ func TestPyTorchJobV1Script(t *testing.T) {
 // sets; the c10d rendezvous at pytorch-elastic-mnist-worker-0:23456 is hosted by
 // worker 0 (its host name is the endpoint's host) and forms a world of three.
 func TestPyTorchJobElastic(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	cl := pytorchJobClient(t)
-	const ns = "pytorchjob-elastic"
-	start := time.Now()
-	job := createPyTorchJobExample(t, ctx, cl, ns, "pytorch_job_elastic_mnist_cpu.yaml")
-	follower := followPyTorchJob(ctx, ns, job.Name)
-	cond, msg := waitPyTorchJobFinished(t, ctx, cl, ns, job.Name, 4*time.Minute)
-	took := time.Since(start)
-	if cond == "" {
-		// Still running: end it, so that the streams end and show why.
-		if err := cl.Delete(ctx, job); err != nil {
-			t.Logf("deleting PyTorchJob %s: %v", job.Name, err)
-		}
-	}
-	logs := follower.wait(t, ctx)
-	if cond != kubeflowv1.JobSucceeded {
-		for r, l := range logs {
-			t.Logf("%s (%s):\n%s", r, l.pod.Name, l.log)
-		}
-		t.Fatalf("PyTorchJob %s: %s: %s", job.Name, cond, msg)
-	}
-	t.Logf("PyTorchJob %s Succeeded %.1fs after it was created", job.Name, took.Seconds())
+	jobName, logs := runPyTorchJobExample(t, "pytorchjob-elastic", "pytorch_job_elastic_mnist_cpu.yaml")
 
 	if len(logs) != 3 {
 		t.Fatalf("logs of %d pods (%v), want worker-0, worker-1, worker-2", len(logs), replicaNames(logs))
@@ -365,7 +351,7 @@ func TestPyTorchJobElastic(t *testing.T) {
 		for _, e := range rl.pod.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
-		if got, want := env["PET_RDZV_ENDPOINT"], job.Name+"-worker-0:23456"; got != want {
+		if got, want := env["PET_RDZV_ENDPOINT"], jobName+"-worker-0:23456"; got != want {
 			t.Errorf("%s: PET_RDZV_ENDPOINT=%q, want %q", replica, got, want)
 		}
 		if env["PET_RDZV_BACKEND"] != "c10d" || env["PET_NNODES"] != "2:3" {
@@ -388,7 +374,7 @@ func TestPyTorchJobElastic(t *testing.T) {
 		if formed != "3" || r.world != 3 || r.envWorld != "3" {
 			t.Errorf("%s: rendezvous formed a world of %s, the process group has %d ranks, WORLD_SIZE=%s; want 3 (all workers)", replica, formed, r.world, r.envWorld)
 		}
-		if want := job.Name + "-" + replica; r.host != want {
+		if want := jobName + "-" + replica; r.host != want {
 			t.Errorf("%s: host name %s, want v1's %s", replica, r.host, want)
 		}
 		if other, dup := ranks[r.rank]; dup {

@@ -1,7 +1,6 @@
 package processnode
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +18,6 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,113 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
-
-// Labels of a process node.
-const (
-	PoolLabel        = "trainyard.io/pool"
-	PoolProcess      = "process"
-	ProcessNodeLabel = "trainyard.io/process-node"
-)
-
-// Config configures an agent.
-type Config struct {
-	// NodeName is the Node the agent registers and runs the pods of.
-	NodeName string
-	// RESTConfig reaches the API server.
-	RESTConfig *rest.Config
-	// StateDir holds everything the agent writes: per pod its volumes, hosts file,
-	// sandbox spec and logs (StateDir/pods/NS_NAME_UID).
-	StateDir string
-	// ListenAddress and Port are where the kubelet API (container logs) is served
-	// over HTTPS; Port 0 picks a free port. The Node advertises HostIP and the port.
-	ListenAddress string
-	Port          int
-	HostIP        string
-	// TLSCertFile and TLSKeyFile are the serving certificate of the kubelet API;
-	// ClientCAFile verifies the client certificates it requires (the API server's
-	// kubelet client certificate, or an admin's).
-	TLSCertFile, TLSKeyFile, ClientCAFile string
-	// Bridge is the Linux bridge of the pods; default DefaultBridge(StateDir).
-	// Process nodes of one cluster share it.
-	Bridge string
-	// PodCIDR is this node's pod address range, inside ClusterPodCIDR (default:
-	// PodCIDR), the subnet of all process nodes' pods on the bridge.
-	PodCIDR, ClusterPodCIDR string
-	// Labels and Taints are added to the Node's.
-	Labels map[string]string
-	Taints []corev1.Taint
-	// BackoffBase and BackoffMax bound the crash-loop back-off (defaults 10s, 5m).
-	BackoffBase, BackoffMax time.Duration
-	// SandboxBinary is started as each pod's sandbox with SandboxEnv set; it must
-	// call RunSandboxIfRequested first. Default: this executable.
-	SandboxBinary string
-	// ShutdownGrace bounds the grace period of the pods when the agent stops (default 5s).
-	ShutdownGrace time.Duration
-	// Logf receives the agent's log lines; default: stderr.
-	Logf func(format string, args ...interface{})
-}
-
-// DefaultPodCIDR is the pod range of a single process node.
-const DefaultPodCIDR = "10.254.0.0/24"
-
-func (c *Config) defaults() error {
-	if c.NodeName == "" {
-		return errors.New("processnode: NodeName is required")
-	}
-	if c.RESTConfig == nil {
-		return errors.New("processnode: RESTConfig is required")
-	}
-	if c.StateDir == "" {
-		return errors.New("processnode: StateDir is required")
-	}
-	abs, err := filepath.Abs(c.StateDir)
-	if err != nil {
-		return err
-	}
-	c.StateDir = abs
-	if c.ListenAddress == "" {
-		c.ListenAddress = "127.0.0.1"
-	}
-	if c.HostIP == "" {
-		c.HostIP = "127.0.0.1"
-	}
-	if c.Bridge == "" {
-		c.Bridge = DefaultBridge(c.StateDir)
-	}
-	if c.PodCIDR == "" {
-		c.PodCIDR = DefaultPodCIDR
-	}
-	if c.ClusterPodCIDR == "" {
-		c.ClusterPodCIDR = c.PodCIDR
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = DefaultBackoffBase
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = DefaultBackoffMax
-	}
-	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = 5 * time.Second
-	}
-	if c.SandboxBinary == "" {
-		if c.SandboxBinary, err = os.Executable(); err != nil {
-			return err
-		}
-	}
-	if c.Logf == nil {
-		c.Logf = func(format string, args ...interface{}) {
-			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-		}
-	}
-	if c.TLSCertFile == "" || c.TLSKeyFile == "" || c.ClientCAFile == "" {
-		return errors.New("processnode: TLSCertFile, TLSKeyFile and ClientCAFile are required (the kubelet API is served over HTTPS with client certificates)")
-	}
-	return nil
-}
 
 // Ready is closed by Run once the Node is registered and pods are taken.
 type Agent struct {
@@ -357,103 +250,6 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
-}
-
-// nodeSpec is the Node the agent registers: the host's CPUs and memory, Ready,
-// reachable at HostIP:port.
-func nodeSpec(cfg Config, port int) *corev1.Node {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-	lbls := map[string]string{
-		"type":                   "process",
-		"kubernetes.io/hostname": cfg.NodeName,
-		"kubernetes.io/os":       "linux",
-		"kubernetes.io/arch":     runtime.GOARCH,
-		"kubernetes.io/role":     "agent",
-		PoolLabel:                PoolProcess,
-		ProcessNodeLabel:         "true",
-	}
-	for k, v := range cfg.Labels {
-		lbls[k] = v
-	}
-	now := metav1.Now()
-	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
-	}
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Labels: lbls},
-		Spec:       corev1.NodeSpec{Taints: cfg.Taints, PodCIDR: cfg.PodCIDR, PodCIDRs: []string{cfg.PodCIDR}},
-		Status: corev1.NodeStatus{
-			Capacity:    capacity,
-			Allocatable: capacity.DeepCopy(),
-			Phase:       corev1.NodeRunning,
-			Conditions: []corev1.NodeCondition{
-				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "trainyard process node is ready"),
-				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", ""),
-				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", ""),
-				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", ""),
-				cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", ""),
-			},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: cfg.HostIP},
-				{Type: corev1.NodeHostName, Address: cfg.NodeName},
-			},
-			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
-			NodeInfo: corev1.NodeSystemInfo{
-				OperatingSystem:         "linux",
-				Architecture:            runtime.GOARCH,
-				KernelVersion:           unix.ByteSliceToString(uts.Release[:]),
-				OSImage:                 osImage(),
-				KubeletVersion:          "v1.35.4-trainyard-process-node",
-				ContainerRuntimeVersion: "process://1",
-			},
-		},
-	}
-}
-
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 2 && fs[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fs[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
-func osImage() string {
-	b, err := os.ReadFile("/etc/os-release")
-	if err != nil {
-		return "Linux"
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return "Linux"
-}
-
-func lookPathHost(name string) (string, error) {
-	for _, d := range filepath.SplitList(os.Getenv("PATH") + ":" + DefaultPath) {
-		p := filepath.Join(d, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", os.ErrNotExist
 }
 
 // cleanupStale kills the sandboxes a previous agent with this state directory left

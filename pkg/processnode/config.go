@@ -1,0 +1,115 @@
+package processnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+// Labels of a process node.
+const (
+	PoolLabel        = "trainyard.io/pool"
+	PoolProcess      = "process"
+	ProcessNodeLabel = "trainyard.io/process-node"
+)
+
+// Config configures an agent.
+type Config struct {
+	// NodeName is the Node the agent registers and runs the pods of.
+	NodeName string
+	// RESTConfig reaches the API server.
+	RESTConfig *rest.Config
+	// StateDir holds everything the agent writes: per pod its volumes, hosts file,
+	// sandbox spec and logs (StateDir/pods/NS_NAME_UID).
+	StateDir string
+	// ListenAddress and Port are where the kubelet API (container logs) is served
+	// over HTTPS; Port 0 picks a free port. The Node advertises HostIP and the port.
+	ListenAddress string
+	Port          int
+	HostIP        string
+	// TLSCertFile and TLSKeyFile are the serving certificate of the kubelet API;
+	// ClientCAFile verifies the client certificates it requires (the API server's
+	// kubelet client certificate, or an admin's).
+	TLSCertFile, TLSKeyFile, ClientCAFile string
+	// Bridge is the Linux bridge of the pods; default DefaultBridge(StateDir).
+	// Process nodes of one cluster share it.
+	Bridge string
+	// PodCIDR is this node's pod address range, inside ClusterPodCIDR (default:
+	// PodCIDR), the subnet of all process nodes' pods on the bridge.
+	PodCIDR, ClusterPodCIDR string
+	// Labels and Taints are added to the Node's.
+	Labels map[string]string
+	Taints []corev1.Taint
+	// BackoffBase and BackoffMax bound the crash-loop back-off (defaults 10s, 5m).
+	BackoffBase, BackoffMax time.Duration
+	// SandboxBinary is started as each pod's sandbox with SandboxEnv set; it must
+	// call RunSandboxIfRequested first. Default: this executable.
+	SandboxBinary string
+	// ShutdownGrace bounds the grace period of the pods when the agent stops (default 5s).
+	ShutdownGrace time.Duration
+	// Logf receives the agent's log lines; default: stderr.
+	Logf func(format string, args ...interface{})
+}
+
+// DefaultPodCIDR is the pod range of a single process node.
+const DefaultPodCIDR = "10.254.0.0/24"
+
+func (c *Config) defaults() error {
+	if c.NodeName == "" {
+		return errors.New("processnode: NodeName is required")
+	}
+	if c.RESTConfig == nil {
+		return errors.New("processnode: RESTConfig is required")
+	}
+	if c.StateDir == "" {
+		return errors.New("processnode: StateDir is required")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = abs
+	if c.ListenAddress == "" {
+		c.ListenAddress = "127.0.0.1"
+	}
+	if c.HostIP == "" {
+		c.HostIP = "127.0.0.1"
+	}
+	if c.Bridge == "" {
+		c.Bridge = DefaultBridge(c.StateDir)
+	}
+	if c.PodCIDR == "" {
+		c.PodCIDR = DefaultPodCIDR
+	}
+	if c.ClusterPodCIDR == "" {
+		c.ClusterPodCIDR = c.PodCIDR
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.SandboxBinary == "" {
+		if c.SandboxBinary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	if c.Logf == nil {
+		c.Logf = func(format string, args ...interface{}) {
+			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+		}
+	}
+	if c.TLSCertFile == "" || c.TLSKeyFile == "" || c.ClientCAFile == "" {
+		return errors.New("processnode: TLSCertFile, TLSKeyFile and ClientCAFile are required (the kubelet API is served over HTTPS with client certificates)")
+	}
+	return nil
+}

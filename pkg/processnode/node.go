@@ -1,0 +1,112 @@
+package processnode
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// nodeSpec is the Node the agent registers: the host's CPUs and memory, Ready,
+// reachable at HostIP:port.
+func nodeSpec(cfg Config, port int) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	lbls := map[string]string{
+		"type":                   "process",
+		"kubernetes.io/hostname": cfg.NodeName,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     runtime.GOARCH,
+		"kubernetes.io/role":     "agent",
+		PoolLabel:                PoolProcess,
+		ProcessNodeLabel:         "true",
+	}
+	for k, v := range cfg.Labels {
+		lbls[k] = v
+	}
+	now := metav1.Now()
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Labels: lbls},
+		Spec:       corev1.NodeSpec{Taints: cfg.Taints, PodCIDR: cfg.PodCIDR, PodCIDRs: []string{cfg.PodCIDR}},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions: []corev1.NodeCondition{
+				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "trainyard process node is ready"),
+				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", ""),
+				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", ""),
+				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", ""),
+				cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", ""),
+			},
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: cfg.HostIP},
+				{Type: corev1.NodeHostName, Address: cfg.NodeName},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem:         "linux",
+				Architecture:            runtime.GOARCH,
+				KernelVersion:           unix.ByteSliceToString(uts.Release[:]),
+				OSImage:                 osImage(),
+				KubeletVersion:          "v1.35.4-trainyard-process-node",
+				ContainerRuntimeVersion: "process://1",
+			},
+		},
+	}
+}
+
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fs[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func osImage() string {
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return "Linux"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return "Linux"
+}
+
+func lookPathHost(name string) (string, error) {
+	for _, d := range filepath.SplitList(os.Getenv("PATH") + ":" + DefaultPath) {
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", os.ErrNotExist
+}

@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Options configure a cluster. Only StateDir is required.
+type Options struct {
+	// StateDir holds everything the cluster writes. It is created if needed; a
+	// previous cluster's files in it are replaced (Up refuses while one still runs).
+	StateDir string
+	// RepoDir is the root of the trainyard module; default: found upwards from the
+	// working directory.
+	RepoDir string
+	// BinDir holds etcd, kube-*, kubectl, kwok, jobset-controller, kueue-controller;
+	// default RepoDir/bin/k8s.
+	BinDir string
+	// ManagerBinary is the Trainyard manager; default RepoDir/bin/trainyard-manager.
+	ManagerBinary string
+	// CPUNodes and GPUNodes are the numbers of kwok nodes of each pool; when both are
+	// 0 (and ProcessNodes too) the defaults are 2 CPU nodes and 1 GPU node.
+	// GPUsPerNode defaults to 8.
+	CPUNodes, GPUNodes, GPUsPerNode int
+	// ProcessNodes is the number of process nodes (process-node-0, …): Nodes whose
+	// pods really run, as processes on this machine (see ProcessNodeBinary and
+	// pkg/processnode). They are labelled trainyard.io/pool=process and untainted.
+	ProcessNodes int
+	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
+	ProcessNodeBinary string
+	// KueueFrameworks are Kueue's integrations.frameworks; nil means DefaultKueueFrameworks.
+	KueueFrameworks []string
+	// ManagerArgs are appended to the manager's command line.
+	ManagerArgs []string
+	// Runtimes are YAML files applied once the manager is ready; nil means
+	// RepoDir/runtimes/*.yaml. Use an empty non-nil slice for none.
+	Runtimes []string
+	// Scheme is the scheme of Client(); default: Scheme().
+	Scheme *runtime.Scheme
+	// Detach lets the components outlive the calling process, as `local-cluster up`
+	// needs. By default they are killed (SIGKILL) when the calling process dies, so
+	// that a crashed or timed-out test binary leaves nothing running; call Down to
+	// stop them in order.
+	Detach bool
+	// UntaintedNodes creates the kwok nodes without kwok's NoSchedule taint, so that
+	// workloads without the KwokToleration (e.g. the examples) schedule on them. By
+	// default the nodes carry the taint, as kwok documents its fake nodes.
+	UntaintedNodes bool
+	// PodsPerNode is the pod capacity of each kwok node; default 110, as a kubelet's.
+	PodsPerNode int
+	// AuditLog makes the API server write an audit log (JSON, Metadata level, one
+	// line per completed request) to AuditLogFile(), e.g. to count a component's
+	// requests by verb and resource.
+	AuditLog bool
+	// DisableQPSLimits lifts the client-side rate limits of kube-controller-manager
+	// and kube-scheduler (as kwokctl's option of the same name does), so that a
+	// scale test measures the API server and the controller under test rather
+	// than the Job controller's default 20 requests per second.
+	DisableQPSLimits bool
+	// ManagerReplicas is the number of manager replicas (default 1), all with
+	// leader election; see ManagerReplica. More than one needs Detach false.
+	ManagerReplicas int
+	// ReadyTimeout bounds the wait for each component; default 3 minutes.
+	ReadyTimeout time.Duration
+	// Progress, when set, receives one line per step.
+	Progress io.Writer
+}
+
+// Binaries returns the paths of every binary a cluster with these options runs.
+func Binaries(o Options) ([]string, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	var bins []string
+	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
+		bins = append(bins, filepath.Join(o.BinDir, b))
+	}
+	bins = append(bins, o.ManagerBinary)
+	if o.ProcessNodes > 0 {
+		bins = append(bins, o.ProcessNodeBinary)
+	}
+	return bins, nil
+}
+
+// MissingBinaries lists the binaries Up needs that do not exist (run `make cluster-tools`).
+func MissingBinaries(o Options) ([]string, error) {
+	bins, err := Binaries(o)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, b := range bins {
+		if st, err := os.Stat(b); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	return missing, nil
+}
+
+// FindRepoDir returns the root of the trainyard module, searching upwards from dir.
+func FindRepoDir(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && firstModuleLine(string(b)) == "module github.com/trainyard/trainyard" {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no github.com/trainyard/trainyard go.mod above %s", dir)
+		}
+	}
+}
+
+func firstModuleLine(gomod string) string {
+	for _, l := range strings.Split(gomod, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "module ") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+func (o *Options) defaults() error {
+	if o.RepoDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if o.RepoDir, err = FindRepoDir(wd); err != nil {
+			return err
+		}
+	}
+	if o.BinDir == "" {
+		o.BinDir = filepath.Join(o.RepoDir, "bin", "k8s")
+	}
+	if o.ManagerBinary == "" {
+		o.ManagerBinary = filepath.Join(o.RepoDir, "bin", "trainyard-manager")
+	}
+	if o.ProcessNodeBinary == "" {
+		o.ProcessNodeBinary = filepath.Join(o.RepoDir, "bin", "trainyard-node")
+	}
+	if o.CPUNodes == 0 && o.GPUNodes == 0 && o.ProcessNodes == 0 {
+		o.CPUNodes, o.GPUNodes = defaultCPUNode, defaultGPUNode
+	}
+	if o.GPUsPerNode == 0 {
+		o.GPUsPerNode = defaultGPUs
+	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = defaultPodsPerNode
+	}
+	if o.KueueFrameworks == nil {
+		o.KueueFrameworks = slices.Clone(DefaultKueueFrameworks)
+	}
+	if o.Runtimes == nil {
+		rs, err := filepath.Glob(filepath.Join(o.RepoDir, "runtimes", "*.yaml"))
+		if err != nil {
+			return err
+		}
+		o.Runtimes = rs
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	for _, p := range []*string{&o.RepoDir, &o.BinDir, &o.ManagerBinary, &o.ProcessNodeBinary} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	if o.StateDir != "" {
+		abs, err := filepath.Abs(o.StateDir)
+		if err != nil {
+			return err
+		}
+		o.StateDir = abs
+	}
+	return nil
+}

@@ -44,7 +44,7 @@ func TestEscapeKubeletExpansion(t *testing.T) {
 		"a$(b)$c$$":         "a$$(b)$c$$$",
 	}
 	// Whatever the kubelet defines, expanding the escaped string gives s back.
-	defined := func(name string) (string, bool) { return "EXPANDED", true }
+	defined := func(string) (string, bool) { return "EXPANDED", true }
 	for in, want := range cases {
 		got := EscapeKubeletExpansion(in)
 		if got != want {

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Ready is closed by Run once the Node is registered and pods are taken.
+// Agent is a process node's agent: it registers the Node and runs its pods.
 type Agent struct {
 	ready chan struct{}
 	port  int
@@ -86,7 +86,7 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("kubelet API listener: %w", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	a.port = ln.Addr().(*net.TCPAddr).Port
 
 	nodeObj := nodeSpec(cfg, a.port)
@@ -191,7 +191,7 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	}, mux, false)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	podFactory.Start(ctrlCtx.Done())
 	remoteFactory.Start(ctrlCtx.Done())

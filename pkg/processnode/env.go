@@ -212,7 +212,10 @@ func splitSubscript(path string) (string, string, bool) {
 		return "", "", false
 	}
 	inner := path[i+1 : len(path)-1]
-	if len(inner) < 2 || !(inner[0] == '\'' && inner[len(inner)-1] == '\'' || inner[0] == '"' && inner[len(inner)-1] == '"') {
+	if len(inner) < 2 {
+		return "", "", false
+	}
+	if q := inner[0]; (q != '\'' && q != '"') || inner[len(inner)-1] != q {
 		return "", "", false
 	}
 	return path[:i], inner[1 : len(inner)-1], true

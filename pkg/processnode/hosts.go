@@ -250,11 +250,11 @@ func writeInPlace(path string, data []byte) error {
 		return err
 	}
 	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Truncate(int64(len(data))); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()

@@ -153,7 +153,7 @@ func ReadLogs(ctx context.Context, path string, o LogOptions, finished func() bo
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	// Only whole records: a record being written is read later.
@@ -162,16 +162,16 @@ func ReadLogs(ctx context.Context, path string, o LogOptions, finished func() bo
 	entries = tailEntries(entries, o.Tail)
 	first := renderLog(entries, o)
 	if !o.Follow {
-		f.Close()
+		_ = f.Close()
 		return io.NopCloser(limitBytes(bytes.NewReader(first), o.LimitBytes)), nil
 	}
 	if _, err := f.Seek(int64(complete), io.SeekStart); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if _, err := pw.Write(first); err != nil {
 			return
 		}
@@ -192,16 +192,16 @@ func ReadLogs(ctx context.Context, path string, o LogOptions, finished func() bo
 				continue
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
-				pw.CloseWithError(err)
+				_ = pw.CloseWithError(err)
 				return
 			}
 			if done {
-				pw.Close()
+				_ = pw.Close()
 				return
 			}
 			select {
 			case <-ctx.Done():
-				pw.Close()
+				_ = pw.Close()
 				return
 			case <-time.After(100 * time.Millisecond):
 			}

@@ -17,11 +17,13 @@ func writeTestLog(t *testing.T, path string, stream string, input string, start 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	w := newLogWriter(f)
 	n := 0
 	w.now = func() time.Time { n++; return start.Add(time.Duration(n) * time.Second) }
 	w.copyStream(stream, strings.NewReader(input))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func readLogs(t *testing.T, path string, o LogOptions) string {
@@ -30,7 +32,7 @@ func readLogs(t *testing.T, path string, o LogOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	b, err := io.ReadAll(rc)
 	if err != nil {
 		t.Fatal(err)

@@ -122,15 +122,6 @@ func (n *network) detach(uid string) {
 	}
 }
 
-// loopbackUp brings lo up in the network namespace of pid (hostNetwork pods excepted).
-func loopbackUp(pid int) error {
-	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--", "ip", "link", "set", "lo", "up").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("lo up: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // DefaultBridge derives a bridge name from a state directory, so that two clusters
 // on one machine never share a bridge.
 func DefaultBridge(stateDir string) string {

@@ -31,16 +31,15 @@ type podRun struct {
 	initDone bool
 	// phaseOverride is a terminal phase decided by the runner (init failure,
 	// deadline, stop), with reason and message.
-	phaseOverride         corev1.PodPhase
-	reason, message       string
-	sandboxReady          bool
-	stopping              bool
-	stopReason            stopReason
-	stopAt                time.Time // SIGKILL after this
-	stopCh                chan struct{}
-	done                  chan struct{}
-	removeWhenDone        bool
-	deleteFromAPIWhenDone bool
+	phaseOverride   corev1.PodPhase
+	reason, message string
+	sandboxReady    bool
+	stopping        bool
+	stopReason      stopReason
+	stopAt          time.Time // SIGKILL after this
+	stopCh          chan struct{}
+	done            chan struct{}
+	removeWhenDone  bool
 
 	sb *sandbox
 }

@@ -61,7 +61,7 @@ func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][
 			return nil, nil, sandboxSpec{}, err
 		}
 	}
-	mounts, err := MountPlan(pod, paths, envs, hosts, tmpfs)
+	mounts, err := mountPlan(pod, paths, envs, hosts, tmpfs)
 	if err != nil {
 		return nil, nil, sandboxSpec{}, err
 	}

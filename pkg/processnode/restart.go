@@ -52,19 +52,19 @@ func ShouldRestartInit(policy corev1.RestartPolicy, exitCode int32) bool {
 
 // RestartDelay is how long a container waits before its next start, given how many
 // times it was restarted already and how long its last run lasted.
-func RestartDelay(restarts int32, lastRun, base, max time.Duration) time.Duration {
+func RestartDelay(restarts int32, lastRun, base, maxDelay time.Duration) time.Duration {
 	if restarts <= 0 || lastRun >= backoffResetAfter {
 		return 0
 	}
 	d := base
 	for i := int32(1); i < restarts; i++ {
 		d *= 2
-		if d >= max {
-			return max
+		if d >= maxDelay {
+			return maxDelay
 		}
 	}
-	if d > max {
-		return max
+	if d > maxDelay {
+		return maxDelay
 	}
 	return d
 }

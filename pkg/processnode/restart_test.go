@@ -31,15 +31,15 @@ func TestShouldRestart(t *testing.T) {
 }
 
 func TestRestartDelay(t *testing.T) {
-	base, max := 10*time.Second, 5*time.Minute
+	base, maxDelay := 10*time.Second, 5*time.Minute
 	for restarts, want := range map[int32]time.Duration{
-		0: 0, 1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 5: 160 * time.Second, 6: max, 40: max,
+		0: 0, 1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 5: 160 * time.Second, 6: maxDelay, 40: maxDelay,
 	} {
-		if got := RestartDelay(restarts, time.Second, base, max); got != want {
+		if got := RestartDelay(restarts, time.Second, base, maxDelay); got != want {
 			t.Errorf("RestartDelay(%d) = %s, want %s", restarts, got, want)
 		}
 	}
-	if got := RestartDelay(7, 11*time.Minute, base, max); got != 0 {
+	if got := RestartDelay(7, 11*time.Minute, base, maxDelay); got != 0 {
 		t.Errorf("after a long run the back-off starts over, got %s", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +42,7 @@ func startSandbox(binary string, spec sandboxSpec, hostNetwork bool, timeout tim
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // the sandbox has its own copy
 	cmd := exec.Command(binary)
 	cmd.Env = []string{SandboxEnv + "=" + specPath, "PATH=" + DefaultPath}
 	cmd.Dir = "/"
@@ -172,9 +171,6 @@ func (s *sandbox) stop() {
 	_ = syscall.Kill(s.pid, syscall.SIGKILL)
 	<-s.done
 }
-
-// netnsPath is where the sandbox's network namespace can be entered from the host.
-func (s *sandbox) netnsPath() string { return "/proc/" + strconv.Itoa(s.pid) + "/ns/net" }
 
 var (
 	spawnOnce sync.Once

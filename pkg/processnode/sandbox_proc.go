@@ -70,18 +70,17 @@ func (s *sandboxProc) start(c sbCommand) (int, error) {
 	logFile := os.NewFile(uintptr(fd), c.Log)
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return 0, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		logFile.Close()
-		outR.Close()
-		outW.Close()
+		closeAll(logFile, outR, outW)
 		return 0, err
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
+		closeAll(logFile, outR, outW, errR, errW)
 		return 0, err
 	}
 	s.mu.Lock() // no reaping between fork and registration
@@ -92,13 +91,9 @@ func (s *sandboxProc) start(c sbCommand) (int, error) {
 		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
-	devnull.Close()
-	outW.Close()
-	errW.Close()
+	closeAll(devnull, outW, errW) // the child has its copies
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		logFile.Close()
+		closeAll(outR, errR, logFile)
 		if os.IsNotExist(err) && c.Dir != "" {
 			if _, serr := os.Stat(dir); serr != nil {
 				return 0, fmt.Errorf("chdir to working directory %q: %w", dir, serr)
@@ -109,8 +104,8 @@ func (s *sandboxProc) start(c sbCommand) (int, error) {
 	p := &sbProc{id: c.ID, log: logFile}
 	lw := newLogWriter(logFile)
 	p.copies.Add(2)
-	go func() { defer p.copies.Done(); lw.copyStream("stdout", outR); outR.Close() }()
-	go func() { defer p.copies.Done(); lw.copyStream("stderr", errR); errR.Close() }()
+	go func() { defer p.copies.Done(); lw.copyStream("stdout", outR); _ = outR.Close() }()
+	go func() { defer p.copies.Done(); lw.copyStream("stderr", errR); _ = errR.Close() }()
 	s.procs[pid] = p
 	return pid, nil
 }
@@ -150,7 +145,7 @@ func (s *sandboxProc) reap() {
 			case <-time.After(2 * time.Second):
 			}
 			_ = p.log.Sync()
-			p.log.Close()
+			_ = p.log.Close()
 			s.out.send(ev)
 		}()
 	}
@@ -214,4 +209,12 @@ func executable(p string) error {
 		return fmt.Errorf("permission denied")
 	}
 	return nil
+}
+
+// closeAll closes files whose close errors have nowhere to go (pipe ends and
+// files given to a child, or closed on a path that fails anyway).
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
 }

@@ -259,13 +259,13 @@ func writeVolume(dir string, files []volumeFile) error {
 	return nil
 }
 
-// MountPlan returns the pod's mounts for its containers' volumeMounts (sources
+// mountPlan returns the pod's mounts for its containers' volumeMounts (sources
 // from volumePaths; subPath and subPathExpr relative to them), the hosts file on
 // /etc/hosts unless hostsFile is empty, and the tmpfs mounts of memory-backed
 // emptyDirs first. Two containers may mount the same thing at the same path; a
 // path mounted differently by two containers is an error: all containers of a
 // pod share one mount namespace here.
-func MountPlan(pod *corev1.Pod, volumePaths map[string]string, envs map[string][]string, hostsFile string, tmpfs []mountSpec) ([]mountSpec, error) {
+func mountPlan(pod *corev1.Pod, volumePaths map[string]string, envs map[string][]string, hostsFile string, tmpfs []mountSpec) ([]mountSpec, error) {
 	plan := append([]mountSpec(nil), tmpfs...)
 	byTarget := map[string]mountSpec{}
 	var targets []string

@@ -49,7 +49,7 @@ func TestVolumesAndMountPlan(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "volumes", "info", "rank")); string(b) != "1" {
 		t.Errorf("downward API file: %q", b)
 	}
-	plan, err := MountPlan(pod, paths, map[string][]string{"node": {"RANK=1"}}, filepath.Join(dir, "hosts"), tmpfs)
+	plan, err := mountPlan(pod, paths, map[string][]string{"node": {"RANK=1"}}, filepath.Join(dir, "hosts"), tmpfs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestVolumesAndMountPlan(t *testing.T) {
 	}
 
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "other", VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/opt/mnist"}}})
-	if _, err := MountPlan(pod, paths, nil, "", nil); err == nil {
+	if _, err := mountPlan(pod, paths, nil, "", nil); err == nil {
 		t.Error("two containers mounting different volumes at one path must be refused (one mount namespace per pod)")
 	}
 }

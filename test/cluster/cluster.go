@@ -217,7 +217,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	defer func() {
 		if err != nil {
 			if prepPending {
-				<-prepErr // let it finish before the caller may remove StateDir
+				// Let it finish before the caller may remove StateDir.
+				if perr := <-prepErr; perr != nil {
+					err = errors.Join(err, perr)
+				}
 			}
 			c.progress("start failed, stopping: %v", err)
 			if derr := c.sup.stopAll(); derr != nil {

@@ -217,7 +217,7 @@ func logRSS(t *testing.T, procs []Process) {
 		for _, l := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
 				var kb int
-				fmt.Sscan(f[1], &kb)
+				_, _ = fmt.Sscan(f[1], &kb)
 				total += kb
 				parts = append(parts, fmt.Sprintf("%s %dMiB", p.Name, kb/1024))
 			}

@@ -168,7 +168,7 @@ func (s *supervisor) startWith(name string, argv []string, unshareMount bool, de
 	if err != nil {
 		return Process{}, err
 	}
-	defer lf.Close()
+	defer func() { _ = lf.Close() }() // the component has its own copy
 	fmt.Fprintf(lf, "==== %s starting: %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.dir

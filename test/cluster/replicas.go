@@ -68,7 +68,7 @@ func (c *Cluster) serveProxy(l net.Listener) {
 			return // closed by Down
 		}
 		go func() {
-			defer in.Close()
+			defer func() { _ = in.Close() }()
 			start := int(next.Add(1))
 			var out net.Conn
 			for k := range c.replicas {
@@ -80,7 +80,7 @@ func (c *Cluster) serveProxy(l net.Listener) {
 			if out == nil {
 				return
 			}
-			defer out.Close()
+			defer func() { _ = out.Close() }()
 			var wg sync.WaitGroup
 			wg.Add(2)
 			pipe := func(dst, src net.Conn) {

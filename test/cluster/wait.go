@@ -48,7 +48,7 @@ func (c *Cluster) waitHTTP(ctx context.Context, p Process, url string, hc *http.
 		resp, err := hc.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

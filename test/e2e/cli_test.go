@@ -81,8 +81,8 @@ func runCLI(t *testing.T, ns string, timeout time.Duration, args ...string) cliR
 	case err = <-done:
 	case <-time.After(timeout):
 		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("trainyard %s: still running after %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, out.String(), errOut.String())
+		werr := <-done
+		t.Fatalf("trainyard %s: still running after %s (killed: %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, werr, out.String(), errOut.String())
 	}
 	r := cliResult{stdout: out.String(), stderr: errOut.String()}
 	var exit *exec.ExitError

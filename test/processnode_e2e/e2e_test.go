@@ -282,7 +282,7 @@ func followNode(ctx context.Context, ns, job, rank string) string {
 				for sc.Scan() {
 					b.WriteString(sc.Text() + "\n")
 				}
-				rc.Close()
+				_ = rc.Close()
 				return b.String()
 			}
 		}

@@ -165,7 +165,7 @@ func (f *logFollower) maybeFollow(ctx context.Context, p corev1.Pod) {
 			f.mu.Unlock()
 			return
 		}
-		defer rc.Close()
+		defer func() { _ = rc.Close() }()
 		sc := bufio.NewScanner(rc)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {

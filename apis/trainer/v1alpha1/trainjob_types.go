@@ -154,7 +154,7 @@ type DatasetInitializer struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", message="storageUri must be empty or a URI of the form scheme://..."
-	StorageUri *string `json:"storageUri,omitempty"`
+	StorageUri *string `json:"storageUri,omitempty"` //nolint:revive // Kubeflow Trainer's Go field name
 	// env is added to the dataset-initializer container.
 	// +optional
 	// +listType=map
@@ -172,7 +172,7 @@ type ModelInitializer struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", message="storageUri must be empty or a URI of the form scheme://..."
-	StorageUri *string `json:"storageUri,omitempty"`
+	StorageUri *string `json:"storageUri,omitempty"` //nolint:revive // Kubeflow Trainer's Go field name
 	// env is added to the model-initializer container.
 	// +optional
 	// +listType=map

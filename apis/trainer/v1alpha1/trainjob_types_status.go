@@ -16,15 +16,15 @@ import (
 type TrainJobPhase string
 
 const (
-	// TrainJobPending: not all training nodes are running yet (waiting for the JobSet, quota or pods).
+	// TrainJobPending means not all training nodes are running yet (waiting for the JobSet, quota or pods).
 	TrainJobPending TrainJobPhase = "Pending"
-	// TrainJobRunning: every training node is running.
+	// TrainJobRunning means every training node is running.
 	TrainJobRunning TrainJobPhase = "Running"
-	// TrainJobSuspendedPhase: spec.suspend is true and the pods are gone or going.
+	// TrainJobSuspendedPhase means spec.suspend is true and the pods are gone or going.
 	TrainJobSuspendedPhase TrainJobPhase = "Suspended"
-	// TrainJobCompletePhase: the job finished successfully.
+	// TrainJobCompletePhase means the job finished successfully.
 	TrainJobCompletePhase TrainJobPhase = "Complete"
-	// TrainJobFailedPhase: the job finished unsuccessfully.
+	// TrainJobFailedPhase means the job finished unsuccessfully.
 	TrainJobFailedPhase TrainJobPhase = "Failed"
 )
 

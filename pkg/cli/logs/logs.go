@@ -146,7 +146,7 @@ func (s *Streamer) stream(ctx context.Context, pod, prefix string, follow bool) 
 	if err != nil {
 		return fmt.Errorf("reading the log of pod %s: %w", pod, err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	return scanLines(rc, func(l string) { s.line(prefix + l) })
 }
 

@@ -30,7 +30,7 @@ type bench struct {
 	markers    int
 }
 
-func newBench(ctx context.Context, c *cluster.Cluster, cfg config) (*bench, error) {
+func newBench(_ context.Context, c *cluster.Cluster, cfg config) (*bench, error) {
 	rc := c.RESTConfig()
 	rc.QPS, rc.Burst = -1, 0 // no client-side rate limit: the limit is the API server's
 	rc.UserAgent = "trainyard-bench/v0"

@@ -39,7 +39,7 @@ func (e *AuditEvent) Resource() string {
 	return e.ObjectRef.Resource
 }
 
-// Namespace and Name of the object the request was about.
+// Namespace of the object the request was about.
 func (e *AuditEvent) Namespace() string {
 	if e.ObjectRef == nil {
 		return ""
@@ -47,6 +47,7 @@ func (e *AuditEvent) Namespace() string {
 	return e.ObjectRef.Namespace
 }
 
+// Name of the object the request was about.
 func (e *AuditEvent) Name() string {
 	if e.ObjectRef == nil {
 		return ""
@@ -99,7 +100,7 @@ func (l *AuditLog) Read() ([]AuditEvent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
 		return nil, err
 	}

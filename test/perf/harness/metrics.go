@@ -17,7 +17,7 @@ func Scrape(url string) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
 	}

@@ -176,7 +176,11 @@ func (w *Watcher) WaitFor(ctx context.Context, names []string, pred func(*Seen) 
 	}
 }
 
-// Exists, IsRunning and IsFinished are predicates for WaitFor.
-func Exists(*Seen) bool       { return true }
-func IsRunning(s *Seen) bool  { return !s.Running.IsZero() }
+// Exists is a predicate for WaitFor: the object was seen.
+func Exists(*Seen) bool { return true }
+
+// IsRunning is a predicate for WaitFor: the object was seen running.
+func IsRunning(s *Seen) bool { return !s.Running.IsZero() }
+
+// IsFinished is a predicate for WaitFor: the object was seen finished.
 func IsFinished(s *Seen) bool { return !s.Finished.IsZero() }

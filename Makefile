@@ -125,6 +125,35 @@ vet: ## go vet and gofmt.
 	@out=$$(gofmt -l apis cmd pkg test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
+##@ Verify
+
+GOLANGCI_LINT := $(BIN)/golangci-lint
+# Tool modules whose go.mod/go.sum `make verify` keeps tidy besides the main one.
+TOOL_MODULES := $(patsubst %/go.mod,%,$(wildcard test/tools/*/go.mod))
+
+.PHONY: golangci-lint
+golangci-lint: ## Build golangci-lint from its Go module (test/tools/golangci-lint) into bin/golangci-lint (cached; rebuilt when that go.mod/go.sum change).
+	@stamp=$$(cat test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum | sha256sum | cut -c1-16); \
+	if [ -x $(GOLANGCI_LINT) ] && [ "$$(cat $(BIN)/.golangci-lint.stamp 2>/dev/null)" = "$$stamp" ]; then exit 0; fi; \
+	echo "building golangci-lint (from test/tools/golangci-lint) ..."; \
+	mkdir -p $(BIN); cd test/tools/golangci-lint; \
+	version=$$(go list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2); \
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$${version#v} -X main.date=test/tools/golangci-lint" -o $(GOLANGCI_LINT).tmp github.com/golangci/golangci-lint/v2/cmd/golangci-lint; \
+	mv $(GOLANGCI_LINT).tmp $(GOLANGCI_LINT); echo "$$stamp" > $(BIN)/.golangci-lint.stamp
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint with .golangci.yml.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify-tidy
+verify-tidy: ## Fail if go mod tidy would change go.mod/go.sum (the main module and test/tools/*).
+	@fail=0; for m in . $(TOOL_MODULES); do \
+	  if ! out=$$(cd $$m && go mod tidy -diff 2>&1); then echo "go mod tidy needed in $$m:"; echo "$$out"; fail=1; fi; \
+	done; test $$fail -eq 0 && echo "go.mod/go.sum are tidy"
+
+.PHONY: verify
+verify: vet lint verify-tidy verify-generated ## Static checks, no cluster needed: gofmt, go vet, golangci-lint, go mod tidy, generated files up to date.
+
 .PHONY: clean
 clean: ## Remove built binaries (bin/).
 	rm -rf $(BIN)

@@ -78,9 +78,13 @@ func run() error {
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 
+	cacheOpts, err := controller.CacheOptions(cfg, scheme)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(),
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,

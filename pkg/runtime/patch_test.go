@@ -771,7 +771,8 @@ func buildJobSet(t *testing.T, job *trainer.TrainJob, rt *runtime.Runtime) *jobs
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := fw.Build(job, rt)
+	built, err := fw.Build(job, rt)
+	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -925,7 +926,8 @@ func TestBuildDoesNotMutateInputs(t *testing.T) {
 			jobBefore, rtBefore := tc.job.DeepCopy(), *tc.rt
 			rtBefore.Spec = *tc.rt.Spec.DeepCopy()
 
-			first, err := fw.Build(tc.job, tc.rt)
+			built, err := fw.Build(tc.job, tc.rt)
+			first := built.Objects()
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -964,11 +966,13 @@ func TestBuildDoesNotMutateInputs(t *testing.T) {
 				t.Errorf("the JobSet aliases the runtime (-before +after):\n%s", diff)
 			}
 
-			second, err := fw.Build(tc.job, tc.rt)
+			built2, err := fw.Build(tc.job, tc.rt)
+			second := built2.Objects()
 			if err != nil {
 				t.Fatalf("second Build: %v", err)
 			}
-			third, err := fw.Build(jobBefore, &rtBefore)
+			built3, err := fw.Build(jobBefore, &rtBefore)
+			third := built3.Objects()
 			if err != nil {
 				t.Fatalf("third Build: %v", err)
 			}

@@ -82,11 +82,15 @@ func FuzzValidateRuntimeSpec(f *testing.F) {
 	if b, err := yaml.YAMLToJSON([]byte(torchRuntime)); err == nil {
 		f.Add(b)
 	}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var spec trainer.TrainingRuntimeSpec
 		if json.Unmarshal(data, &spec) != nil {
 			return
 		}
-		_, _ = ValidateRuntimeSpec(&spec)
+		_, _ = ValidateRuntimeSpec(fw, &spec)
 	})
 }

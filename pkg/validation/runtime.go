@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
 // ancestorContainers: the container each TrainJob-bound replicated job must have.
@@ -17,11 +18,11 @@ var ancestorContainers = map[string]string{
 
 // ValidateRuntimeSpec checks what Trainyard needs of a runtime: exactly one
 // trainer job, run once (replicas 1), with a "node" container; initializer jobs
-// likewise with their containers. It warns about framework policies Trainyard
-// accepts but does not run yet.
-func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) ([]string, field.ErrorList) {
+// likewise with their containers. It warns about framework policies that no
+// plugin of fw runs.
+func ValidateRuntimeSpec(fw *framework.Framework, spec *trainer.TrainingRuntimeSpec) ([]string, field.ErrorList) {
 	var errs field.ErrorList
-	var warnings []string
+	warnings := fw.RuntimeWarnings(spec)
 	rjPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
 	seen := map[string]string{}
 	for i, rj := range spec.Template.Spec.ReplicatedJobs {
@@ -63,11 +64,6 @@ func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) ([]string, field.Err
 		errs = append(errs, field.Required(rjPath, "a runtime needs at least one replicated job"))
 	}
 	if mp := spec.MLPolicy; mp != nil {
-		for name, set := range map[string]bool{"mpi": mp.MPI != nil, "jax": mp.JAX != nil, "xgboost": mp.XGBoost != nil, "flux": mp.Flux != nil} {
-			if set {
-				warnings = append(warnings, fmt.Sprintf("spec.mlPolicy.%s: Trainyard does not run %s runtimes yet; TrainJobs on this runtime will be rejected", name, name))
-			}
-		}
 		if mp.NumNodes != nil && *mp.NumNodes < 1 {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "mlPolicy", "numNodes"), *mp.NumNodes, "must be at least 1"))
 		}

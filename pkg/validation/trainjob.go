@@ -6,7 +6,6 @@ package validation
 
 import (
 	"fmt"
-	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,9 +24,6 @@ var reservedContainers = map[string]string{
 	trainer.DatasetInitializerContainer: "spec.initializer.dataset.env",
 	trainer.ModelInitializerContainer:   "spec.initializer.model.env",
 }
-
-// jobNameSuffix is what the Job controller appends to a Job's name for its pods.
-const podNameSuffix = len("-xxxxx")
 
 // ValidateTrainJob checks a TrainJob that needs no runtime to check: names,
 // ranges, overrides touching reserved containers, and, on update, changes that
@@ -52,12 +48,8 @@ func ValidateTrainJob(oldJob, job *trainer.TrainJob) field.ErrorList {
 			errs = append(errs, field.Invalid(tp.Child("numNodes"), *t.NumNodes, "must be at least 1"))
 		}
 		if v := t.NumProcPerNode; v != nil {
-			if v.IntVal < 1 && v.StrVal == "" {
-				errs = append(errs, field.Invalid(tp.Child("numProcPerNode"), v.IntVal, "must be at least 1"))
-			} else if v.StrVal != "" && v.StrVal != "auto" && v.StrVal != "cpu" && v.StrVal != "gpu" {
-				if _, err := strconv.Atoi(v.StrVal); err != nil {
-					errs = append(errs, field.NotSupported(tp.Child("numProcPerNode"), v.StrVal, []string{"auto", "cpu", "gpu", "an integer >= 1"}))
-				}
+			if err := runtime.CheckNumProcPerNode(tp.Child("numProcPerNode"), *v); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		// Requests above limits are checked by the resources plugin, after
@@ -159,42 +151,11 @@ func stripTimes(ps []trainer.RuntimePatch) []trainer.RuntimePatch {
 }
 
 // ValidateAgainstRuntime checks a TrainJob against the runtime it will run on:
-// every plugin's validation, overrides naming replicated jobs and containers
-// that exist, and pod host names that fit in a DNS label.
+// every plugin's validation (overrides naming replicated jobs and containers
+// that exist, pod host names that fit in a DNS label, ML policies some plugin
+// runs, ...).
 func ValidateAgainstRuntime(fw *framework.Framework, rt *runtime.Runtime, oldJob, job *trainer.TrainJob) field.ErrorList {
-	errs := fw.Validate(rt, oldJob, job)
-	errs = append(errs, ValidatePodNames(job, rt)...)
-	return errs
-}
-
-// ValidatePodNames: JobSet names pods <trainjob>-<replicated job>-<job index>-<pod index>
-// and the Job controller adds a 5-character suffix; the host name must stay a
-// DNS label (63 characters), or the pods can never be created.
-func ValidatePodNames(job *trainer.TrainJob, rt *runtime.Runtime) field.ErrorList {
-	info, err := runtime.NewInfo(job, rt)
-	if err != nil {
-		return nil // reported by the framework's validation
-	}
-	// Report the tightest limit once, with the host name that sets it.
-	maxLen, example := validation.DNS1035LabelMaxLength, ""
-	for _, rj := range info.Spec.ReplicatedJobs {
-		replicas := max(rj.Replicas, 1)
-		pods := ptr.Deref(rj.Template.Spec.Parallelism, 1)
-		if rj.Name == info.TrainerJob {
-			replicas, pods = 1, info.NumNodes
-		}
-		rest := fmt.Sprintf("-%s-%d-%d", rj.Name, replicas-1, max(pods-1, 0))
-		if allowed := validation.DNS1035LabelMaxLength - len(rest) - podNameSuffix; allowed < maxLen {
-			maxLen, example = allowed, "<name>"+rest+"-xxxxx"
-		}
-	}
-	var errs field.ErrorList
-	if len(job.Name) > maxLen {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name,
-			fmt.Sprintf("must be no more than %d characters on this runtime: pod host names %s must fit in %d characters",
-				maxLen, example, validation.DNS1035LabelMaxLength)))
-	}
-	return dedupe(errs)
+	return fw.Validate(rt, oldJob, job)
 }
 
 func dedupe(errs field.ErrorList) field.ErrorList {

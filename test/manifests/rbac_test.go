@@ -14,6 +14,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 )
 
 // rules flattens RBAC rules into sorted permissions: "group/resource: verb",
@@ -175,8 +183,10 @@ func TestManagerClusterRole(t *testing.T) {
 		// Pods: read for status; patch to label them job-name=<PyTorchJob> (the
 		// Job API reserves that label in templates); delete for cleanPodPolicy.
 		permissions("", []string{"pods"}, "get", "list", "watch", "patch", "delete"),
-		// Headless Services that make PyTorchJob v1's MASTER_ADDR resolve.
-		permissions("", []string{"services"}, "list", "create", "delete"),
+		// Headless Services that make PyTorchJob v1's MASTER_ADDR resolve:
+		// children of the plan like the JobSet, so watched (get, list, watch;
+		// only Trainyard's own, by label) and created once.
+		permissions("", []string{"services"}, "get", "list", "watch", "create", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
@@ -185,6 +195,48 @@ func TestManagerClusterRole(t *testing.T) {
 	)
 	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
 		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", managerName, diff)
+	}
+}
+
+// TestManagerRBACCoversOwnedKinds checks that RBAC follows from the plugin
+// lists: every child kind a plugin declares (framework.OwnerPlugin) can be
+// watched and created by the manager, so a new plugin that forgets its
+// +kubebuilder:rbac marker fails here, not in a cluster.
+func TestManagerRBACCoversOwnedKinds(t *testing.T) {
+	cr := decodeInto[rbacv1.ClusterRole](t, base(t).find(t, "ClusterRole", managerName))
+	granted := map[string]map[string]bool{}
+	for _, r := range cr.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				key := g + "/" + res
+				if granted[key] == nil {
+					granted[key] = map[string]bool{}
+				}
+				for _, v := range r.Verbs {
+					granted[key][v] = true
+				}
+			}
+		}
+	}
+	scheme := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
+	owned := append(plugins.Owned(), legacy.Owned()...)
+	if len(owned) == 0 {
+		t.Fatal("no plugin declares a child kind")
+	}
+	for _, o := range owned {
+		gvks, _, err := scheme.ObjectKinds(o)
+		if err != nil {
+			t.Fatalf("kind of %T: %v", o, err)
+		}
+		plural, _ := apimeta.UnsafeGuessKindToResource(gvks[0])
+		key := plural.Group + "/" + plural.Resource
+		for _, v := range []string{"get", "list", "watch", "create"} {
+			if !granted[key][v] {
+				t.Errorf("the manager's ClusterRole does not grant %s on %s, which a plugin emits (%T)", v, key, o)
+			}
+		}
 	}
 }
 

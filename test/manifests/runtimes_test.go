@@ -120,7 +120,7 @@ func TestRuntimesCatalog(t *testing.T) {
 	for _, name := range names {
 		rt := rts[name]
 		t.Run(name, func(t *testing.T) {
-			warnings, errs := validation.ValidateRuntimeSpec(&rt.Spec)
+			warnings, errs := validation.ValidateRuntimeSpec(fw, &rt.Spec)
 			if len(errs) > 0 {
 				t.Errorf("ValidateRuntimeSpec: %v", errs.ToAggregate())
 			}
@@ -376,7 +376,8 @@ func build(t *testing.T, fw *framework.Framework, rt *trainer.ClusterTrainingRun
 	if errs := validation.ValidateAgainstRuntime(fw, r, nil, job); len(errs) > 0 {
 		t.Fatalf("ValidateAgainstRuntime: %v", errs.ToAggregate())
 	}
-	objs, err := fw.Build(job, r)
+	built, err := fw.Build(job, r)
+	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}

@@ -1,50 +1,16 @@
 package pytorchjob
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/observe"
 )
-
-// jobPods lists the pods of a PyTorchJob (through every JobSet it had), by
-// name. They come from the manager's pod cache, which holds JobSet pods only.
-func (r *Reconciler) jobPods(ctx context.Context, job *kubeflowv1.PyTorchJob) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels(legacy.SelectorLabels(job.Name))); err != nil {
-		return nil, fmt.Errorf("listing pods of PyTorchJob %s: %w", job.Name, err)
-	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	return list.Items, nil
-}
-
-// jobSetPods lists the pods of the job's current JobSet: pods of a JobSet that
-// was recreated (while suspended) are not the job's any more.
-func (r *Reconciler) jobSetPods(ctx context.Context, job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet) ([]corev1.Pod, error) {
-	if js == nil {
-		return nil, nil
-	}
-	all, err := r.jobPods(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	var out []corev1.Pod
-	for _, p := range all {
-		if p.Labels[jobsetv1alpha2.JobSetUIDKey] == string(js.UID) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
 
 // podLabels are the labels the controller sets on a pod once it exists.
 //
@@ -66,8 +32,10 @@ func podLabels(job *kubeflowv1.PyTorchJob, pod *corev1.Pod) map[string]string {
 	return want
 }
 
-// labelPods sets the labels of podLabels on every live pod that lacks them.
-func (r *Reconciler) labelPods(ctx context.Context, job *kubeflowv1.PyTorchJob, pods []corev1.Pod) error {
+// labelPatches are the merge patches that give every live pod the labels of
+// podLabels it lacks.
+func labelPatches(job *kubeflowv1.PyTorchJob, pods []corev1.Pod) []jobframework.Patch {
+	var out []jobframework.Patch
 	for i := range pods {
 		pod := &pods[i]
 		if pod.DeletionTimestamp != nil {
@@ -77,58 +45,50 @@ func (r *Reconciler) labelPods(ctx context.Context, job *kubeflowv1.PyTorchJob, 
 		if len(want) == 0 {
 			continue
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
 		if err != nil {
-			return fmt.Errorf("encoding labels of pod %s: %w", pod.Name, err)
+			continue // a map of strings always encodes
 		}
-		if err := r.Patch(ctx, pod, client.RawPatch(client.Merge.Type(), patch), client.FieldOwner(FieldOwner)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("labelling pod %s: %w", pod.Name, err)
-		}
-		ctrl.LoggerFrom(ctx).V(3).Info("Labelled pod", "pod", pod.Name, "labels", want)
+		out = append(out, jobframework.Patch{Object: pod.DeepCopy(), Data: data})
 	}
-	return nil
+	return out
 }
 
-// cleanUp applies cleanPodPolicy to a finished job. None keeps every pod;
-// Running deletes the pods still running or pending; All deletes every pod.
-// Running and All also delete the Services: a finished job's DNS names serve
-// nothing.
+// cleanUp applies cleanPodPolicy to a finished job: the pods and Services to
+// delete. None keeps every pod; Running deletes the pods still running or
+// pending; All deletes every pod. Running and All also delete the Services: a
+// finished job's DNS names serve nothing.
 //
 // JobSet itself deletes the Jobs that have not finished when the JobSet
 // finishes (e.g. workers still running when the Master succeeded), so pods
 // still running at the end are stopped under every policy; None keeps the pods
 // that finished, with their logs, which is what None is used for.
-func (r *Reconciler) cleanUp(ctx context.Context, job *kubeflowv1.PyTorchJob) error {
+func cleanUp(job *kubeflowv1.PyTorchJob, obs *observe.Observed) []client.Object {
 	policy := *job.Spec.RunPolicy.CleanPodPolicy
 	if policy == kubeflowv1.CleanPodPolicyNone {
 		return nil
 	}
-	pods, err := r.jobPods(ctx, job)
-	if err != nil {
-		return err
-	}
-	for i := range pods {
-		pod := &pods[i]
+	var out []client.Object
+	for i := range obs.Pods {
+		pod := &obs.Pods[i]
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
 		if policy == kubeflowv1.CleanPodPolicyRunning && pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending {
 			continue
 		}
-		ctrl.LoggerFrom(ctx).V(2).Info("Deleting pod of finished PyTorchJob", "pod", pod.Name, "phase", pod.Status.Phase, "cleanPodPolicy", policy)
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting pod %s of finished PyTorchJob (cleanPodPolicy %s): %w", pod.Name, policy, err)
-		}
+		out = append(out, pod.DeepCopy())
 	}
-	return r.deleteServices(ctx, job)
+	return append(out, services(obs)...)
 }
 
-// podToPyTorchJob maps a pod to its PyTorchJob by the labels every pod of
-// one carries.
-func podToPyTorchJob(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[kubeflowv1.OperatorNameLabel] != legacy.OperatorName || l[kubeflowv1.JobNameLabel] == "" {
-		return nil
+// services are the job's Services, as observed.
+func services(obs *observe.Observed) []client.Object {
+	var out []client.Object
+	for _, o := range obs.Children {
+		if svc, ok := o.(*corev1.Service); ok && svc.DeletionTimestamp == nil {
+			out = append(out, svc)
+		}
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[kubeflowv1.JobNameLabel]}}}
+	return out
 }

@@ -10,12 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 )
 
@@ -27,10 +25,9 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// SetupWithManager registers the PyTorchJob controller. It watches
-// PyTorchJobs, the JobSets they own, and their pods (through the manager's pod
-// cache, which holds JobSet pods). The manager's scheme must include
-// kubeflow.org/v1 (apis/kubeflow/v1.AddToScheme).
+// SetupWithManager registers the PyTorchJob controller on the generic
+// reconciler. The manager's scheme must include kubeflow.org/v1
+// (apis/kubeflow/v1.AddToScheme).
 //
 // Without the pytorchjobs.kubeflow.org CRD the controller is not started (and
 // says so), so that installing Trainyard without it keeps TrainJobs working.
@@ -44,24 +41,15 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 		return fmt.Errorf("looking up the PyTorchJob API: %w", err)
 	}
-	log.Info("PyTorchJob controller")
 	registerMetrics.Do(func() { crmetrics.Registry.MustRegister(conditionTransitions) })
-	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("trainyard-pytorchjob-controller"),
-		Clock:     opts.Clock,
-	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("pytorchjob").
-		For(&kubeflowv1.PyTorchJob{}).
-		Owns(&jobsetv1alpha2.JobSet{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToPyTorchJob)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
-		Complete(r)
+	_, err := jobframework.SetupWithManager(mgr, jobframework.Config{
+		Adapter:                 Adapter{},
+		Owns:                    legacy.Owned(),
+		Name:                    "pytorchjob",
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		Clock:                   opts.Clock,
+	})
+	return err
 }
 
 var (

@@ -1,16 +1,14 @@
-// Package ttl deletes finished jobs once their ttlSecondsAfterFinished has
-// passed, the same way for every job kind (TrainJob, PyTorchJob): the owner is
-// deleted in the background and the garbage collector removes its JobSet,
-// pods and Services.
+// Package ttl decides when finished jobs are deleted after their
+// ttlSecondsAfterFinished, the same way for every job kind (TrainJob,
+// PyTorchJob): the job is deleted in the background (by the reconciler, with
+// a UID precondition, so a job recreated under the same name is safe from an
+// old pass) and the garbage collector removes its JobSet, pods and Services.
 package ttl
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -23,21 +21,15 @@ func Remaining(ttlSeconds *int32, completion *metav1.Time, now time.Time) time.D
 	return max(completion.Add(time.Duration(*ttlSeconds)*time.Second).Sub(now), 0)
 }
 
-// Expire deletes obj when its TTL is due, or says when to look again (0: never,
-// or deleted now). The UID precondition keeps a job recreated under the same
-// name safe from an old pass.
-func Expire(ctx context.Context, c client.Client, obj client.Object, ttlSeconds *int32, completion *metav1.Time, now time.Time) (time.Duration, error) {
+// Expire says what a finished job's TTL asks for now: delete it (obj is
+// returned) when due, else look again after the time left (0: never, as the
+// job has no TTL or has not finished).
+func Expire(obj client.Object, ttlSeconds *int32, completion *metav1.Time, now time.Time) (client.Object, time.Duration) {
 	if ttlSeconds == nil || completion == nil {
-		return 0, nil
+		return nil, 0
 	}
 	if left := Remaining(ttlSeconds, completion, now); left > 0 {
-		return left, nil
+		return nil, left
 	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Deleting finished job past its TTL", "ttlSecondsAfterFinished", *ttlSeconds)
-	uid := obj.GetUID()
-	if err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground),
-		client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-		return 0, fmt.Errorf("deleting %s past its TTL: %w", obj.GetName(), err)
-	}
-	return 0, nil
+	return obj, 0
 }

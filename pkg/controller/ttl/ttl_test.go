@@ -1,17 +1,13 @@
 package ttl
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestRemaining(t *testing.T) {
@@ -41,28 +37,19 @@ func TestRemaining(t *testing.T) {
 func TestExpire(t *testing.T) {
 	done := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "u1"}}
-	c := fake.NewClientBuilder().WithObjects(obj).Build()
-	ctx := context.Background()
 
-	left, err := Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(10*time.Second))
-	if err != nil || left != 20*time.Second {
-		t.Fatalf("before the TTL: left %v, err %v; want 20s, nil", left, err)
+	del, left := Expire(obj, ptr.To[int32](30), &done, done.Add(10*time.Second))
+	if del != nil || left != 20*time.Second {
+		t.Fatalf("before the TTL: delete %v, left %v; want nothing, 20s", del, left)
 	}
-	if err := c.Get(ctx, clientKey(obj), &corev1.ConfigMap{}); err != nil {
-		t.Fatalf("deleted before its TTL: %v", err)
+	del, left = Expire(obj, ptr.To[int32](30), &done, done.Add(30*time.Second))
+	if del != obj || left != 0 {
+		t.Fatalf("at the TTL: delete %v, left %v; want the job, 0", del, left)
 	}
-	left, err = Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(30*time.Second))
-	if err != nil || left != 0 {
-		t.Fatalf("at the TTL: left %v, err %v; want 0, nil", left, err)
+	if del, left := Expire(obj, nil, &done, done.Add(time.Hour)); del != nil || left != 0 {
+		t.Fatalf("without a TTL: delete %v, left %v; want nothing, 0", del, left)
 	}
-	if err := c.Get(ctx, clientKey(obj), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("still there after its TTL: %v", err)
+	if del, left := Expire(obj, ptr.To[int32](0), nil, done.Add(time.Hour)); del != nil || left != 0 {
+		t.Fatalf("not finished: delete %v, left %v; want nothing, 0", del, left)
 	}
-	if _, err := Expire(ctx, c, obj, ptr.To[int32](30), &done, done.Add(time.Hour)); err != nil {
-		t.Fatalf("already gone must not fail: %v", err)
-	}
-}
-
-func clientKey(o *corev1.ConfigMap) types.NamespacedName {
-	return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
 }

@@ -3,34 +3,38 @@ package pytorchjob
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // Plugins are the PyTorchJob pipeline's plugins, in the order they run: the v1
 // environment (ML-policy point), then the Services and the shared JobSet
-// plugin (build point). The TrainJob plugins for resources, torch, plain ML and
-// gang scheduling are not used: a PyTorchJob brings complete pod templates,
-// v1's environment replaces the torch plugin's, and Kueue queues the
-// PyTorchJob itself, never its JobSet.
+// plugin (build point; the Services come first in the plan, so that they
+// exist before any pod looks its master up). The TrainJob plugins for
+// resources, torch and gang scheduling are not used: a PyTorchJob brings
+// complete pod templates, v1's environment replaces the torch plugin's, and
+// Kueue queues the PyTorchJob itself, never its JobSet.
 func Plugins(job *kubeflowv1.PyTorchJob) []framework.Plugin {
-	return []framework.Plugin{NewEnvPlugin(job), NewServicesPlugin(job), jobset.New()}
+	return []framework.Plugin{NewEnvPlugin(job), NewServicesPlugin(job), &jobset.JobSet{HostNamesFromTemplate: true}}
 }
 
-// Result is what a PyTorchJob runs as.
-type Result struct {
-	JobSet   *jobsetv1alpha2.JobSet
-	Services []*corev1.Service
+// Owned lists the child kinds a PyTorchJob's plan has.
+func Owned() []client.Object {
+	fw, err := framework.New(Plugins(&kubeflowv1.PyTorchJob{})...)
+	if err != nil {
+		return nil
+	}
+	return fw.Owns()
 }
 
-// Build runs the pipeline for a defaulted, valid PyTorchJob. The JobSet and
-// Services carry no owner reference yet. Input the pipeline rejects is
-// returned as a *framework.InvalidError.
-func Build(job *kubeflowv1.PyTorchJob) (*Result, error) {
+// Build runs the pipeline for a defaulted, valid PyTorchJob and returns its
+// plan: its Services, then its JobSet. Input the pipeline rejects is returned
+// as a *framework.InvalidError.
+func Build(job *kubeflowv1.PyTorchJob) (*plan.Plan, error) {
 	rt, err := ToRuntime(job)
 	if err != nil {
 		return nil, fmt.Errorf("converting PyTorchJob %s: %w", job.Name, err)
@@ -39,26 +43,12 @@ func Build(job *kubeflowv1.PyTorchJob) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering PyTorchJob plugins: %w", err)
 	}
-	objs, err := fw.Build(ToTrainJob(job), rt)
+	p, err := fw.Build(ToTrainJob(job), rt)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
-	for _, o := range objs {
-		switch v := o.(type) {
-		case *jobsetv1alpha2.JobSet:
-			if res.JobSet != nil {
-				return nil, fmt.Errorf("pipeline returned more than one JobSet")
-			}
-			res.JobSet = v
-		case *corev1.Service:
-			res.Services = append(res.Services, v)
-		default:
-			return nil, fmt.Errorf("pipeline returned an unexpected %T", o)
-		}
-	}
-	if res.JobSet == nil {
+	if p.JobSet() == nil {
 		return nil, fmt.Errorf("pipeline returned no JobSet")
 	}
-	return res, nil
+	return p, nil
 }

@@ -13,13 +13,33 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/plan"
 )
 
-func build(t *testing.T, job *kubeflowv1.PyTorchJob) *Result {
+// built is a PyTorchJob's plan, sorted by kind.
+type built struct {
+	JobSet   *jobsetv1alpha2.JobSet
+	Services []*corev1.Service
+}
+
+func build(t *testing.T, job *kubeflowv1.PyTorchJob) *built {
 	t.Helper()
-	res, err := Build(Defaulted(job))
+	p, err := Build(Defaulted(job))
 	if err != nil {
 		t.Fatalf("Build: %v", err)
+	}
+	res := &built{JobSet: p.JobSet()}
+	for _, c := range p.Children {
+		switch o := c.Object.(type) {
+		case *corev1.Service:
+			if c.Rule != plan.RuleCreateOnce {
+				t.Errorf("Service %s has rule %s, want %s", o.Name, c.Rule, plan.RuleCreateOnce)
+			}
+			res.Services = append(res.Services, o)
+		case *jobsetv1alpha2.JobSet:
+		default:
+			t.Fatalf("plan has an unexpected %T", o)
+		}
 	}
 	return res
 }

@@ -10,6 +10,7 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -26,7 +27,15 @@ type ServicesPlugin struct {
 	job *kubeflowv1.PyTorchJob
 }
 
-var _ framework.BuildPlugin = (*ServicesPlugin)(nil)
+var (
+	_ framework.BuildPlugin = (*ServicesPlugin)(nil)
+	_ framework.OwnerPlugin = (*ServicesPlugin)(nil)
+)
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
+
+// Owns implements framework.OwnerPlugin.
+func (*ServicesPlugin) Owns() []client.Object { return []client.Object{&corev1.Service{}} }
 
 // NewServicesPlugin returns the plugin for one defaulted PyTorchJob.
 func NewServicesPlugin(job *kubeflowv1.PyTorchJob) *ServicesPlugin { return &ServicesPlugin{job: job} }
@@ -35,9 +44,11 @@ func NewServicesPlugin(job *kubeflowv1.PyTorchJob) *ServicesPlugin { return &Ser
 func (*ServicesPlugin) Name() string { return ServicesPluginName }
 
 // Build implements framework.BuildPlugin. The ports are the named ports of the
-// pytorch container of the replica, as the pipeline left it.
-func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]client.Object, error) {
-	var out []client.Object
+// pytorch container of the replica, as the pipeline left it. A Service is
+// created once and then left as it is (its ports follow the job's spec, which
+// does not change).
+func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
+	var out []plan.Child
 	for _, rj := range info.Spec.ReplicatedJobs {
 		rtype, ok := ReplicaTypeOf(rj.Template.Labels[kubeflowv1.ReplicaTypeLabel])
 		if !ok {
@@ -55,7 +66,7 @@ func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]clien
 		sel := SelectorLabels(p.job.Name)
 		sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
 		sel[kubeflowv1.ReplicaIndexLabel] = s
-		out = append(out, p.service(rtype, i, sel, ports))
+		out = append(out, plan.CreateOnce(p.service(rtype, i, sel, ports)))
 	}
 	return out, nil
 }

@@ -3,18 +3,20 @@ package framework
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 )
 
 var (
 	errDuplicatePlugin  = errors.New("duplicate plugin name")
-	errTooManyStatus    = errors.New("more than one status plugin")
 	errNoExtensionPoint = errors.New("plugin implements no extension point")
 	errUnnamedPlugin    = errors.New("plugin has an empty name")
 )
@@ -27,7 +29,9 @@ type Framework struct {
 	mlPolicy       []MLPolicyPlugin
 	podGroupPolicy []PodGroupPolicyPlugin
 	build          []BuildPlugin
-	status         StatusPlugin
+	status         []StatusPlugin
+	owns           []client.Object
+	claimed        []string
 }
 
 // New checks the plugins and sorts them into extension points. The order of the
@@ -45,39 +49,111 @@ func New(plugins ...Plugin) (*Framework, error) {
 		}
 		seen[name] = true
 		f.names = append(f.names, name)
-		points := 0
-		if v, ok := p.(ValidatePlugin); ok {
-			f.validate = append(f.validate, v)
-			points++
-		}
-		if v, ok := p.(MLPolicyPlugin); ok {
-			f.mlPolicy = append(f.mlPolicy, v)
-			points++
-		}
-		if v, ok := p.(PodGroupPolicyPlugin); ok {
-			f.podGroupPolicy = append(f.podGroupPolicy, v)
-			points++
-		}
-		if v, ok := p.(BuildPlugin); ok {
-			f.build = append(f.build, v)
-			points++
-		}
-		if v, ok := p.(StatusPlugin); ok {
-			if f.status != nil {
-				return nil, fmt.Errorf("registering %q after %q: %w", name, f.status.Name(), errTooManyStatus)
-			}
-			f.status = v
-			points++
-		}
-		if points == 0 {
+		if f.register(p) == 0 {
 			return nil, fmt.Errorf("registering %q: %w", name, errNoExtensionPoint)
 		}
 	}
 	return f, nil
 }
 
+// register sorts one plugin into the points it implements and counts them.
+func (f *Framework) register(p Plugin) int {
+	points := 0
+	if v, ok := p.(ValidatePlugin); ok {
+		f.validate = append(f.validate, v)
+		points++
+	}
+	if v, ok := p.(MLPolicyPlugin); ok {
+		f.mlPolicy = append(f.mlPolicy, v)
+		points++
+	}
+	if v, ok := p.(PolicyClaimer); ok {
+		f.claimed = append(f.claimed, v.ClaimsMLPolicies()...)
+		points++
+	}
+	if v, ok := p.(PodGroupPolicyPlugin); ok {
+		f.podGroupPolicy = append(f.podGroupPolicy, v)
+		points++
+	}
+	if v, ok := p.(BuildPlugin); ok {
+		f.build = append(f.build, v)
+		points++
+	}
+	if v, ok := p.(OwnerPlugin); ok {
+		f.owns = append(f.owns, v.Owns()...)
+		points++
+	}
+	if v, ok := p.(StatusPlugin); ok {
+		f.status = append(f.status, v)
+		points++
+	}
+	return points
+}
+
 // Names lists the plugins in the order they run.
-func (f *Framework) Names() []string { return append([]string(nil), f.names...) }
+func (f *Framework) Names() []string { return slices.Clone(f.names) }
+
+// Owns lists the kinds of children the plugins emit (an empty object each), in
+// plugin order.
+func (f *Framework) Owns() []client.Object { return slices.Clone(f.owns) }
+
+// ClaimedPolicies lists the ML policy names some plugin runs, sorted.
+func (f *Framework) ClaimedPolicies() []string {
+	out := slices.Clone(f.claimed)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// PolicyNames lists the ML policy sources a policy sets, by their field names
+// under spec.mlPolicy.
+func PolicyNames(mp *trainer.MLPolicy) []string {
+	if mp == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range []struct {
+		name string
+		set  bool
+	}{{"torch", mp.Torch != nil}, {"mpi", mp.MPI != nil}, {"jax", mp.JAX != nil}, {"xgboost", mp.XGBoost != nil}, {"flux", mp.Flux != nil}} {
+		if s.set {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// UnclaimedPolicies lists the policy sources of mp that no plugin runs.
+func (f *Framework) UnclaimedPolicies(mp *trainer.MLPolicy) []string {
+	var out []string
+	for _, n := range PolicyNames(mp) {
+		if !slices.Contains(f.claimed, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// RuntimeWarnings are the admission warnings for a runtime: policies that no
+// plugin runs (TrainJobs on such a runtime are rejected).
+func (f *Framework) RuntimeWarnings(spec *trainer.TrainingRuntimeSpec) []string {
+	var out []string
+	for _, n := range f.UnclaimedPolicies(spec.MLPolicy) {
+		out = append(out, fmt.Sprintf("spec.mlPolicy.%s: Trainyard does not run %s runtimes yet; TrainJobs on this runtime will be rejected", n, n))
+	}
+	return out
+}
+
+// validatePolicies rejects a runtime whose policy no plugin claims.
+func (f *Framework) validatePolicies(info *runtime.Info) field.ErrorList {
+	unclaimed := f.UnclaimedPolicies(info.MLPolicy())
+	if len(unclaimed) == 0 {
+		return nil
+	}
+	supported := append(f.ClaimedPolicies(), "or no framework policy")
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+		fmt.Sprintf("runtime %s %s uses mlPolicy.%s, which Trainyard does not run yet (supported: %s)",
+			info.Runtime.Kind, info.Runtime.Name, unclaimed[0], strings.Join(supported, ", ")))}
+}
 
 // InvalidError is a TrainJob or runtime the pipeline cannot build: retrying will
 // not help until one of them changes.
@@ -116,17 +192,17 @@ func (f *Framework) Validate(rt *runtime.Runtime, oldJob, newJob *trainer.TrainJ
 }
 
 func (f *Framework) validateInfo(info *runtime.Info, oldJob, newJob *trainer.TrainJob) field.ErrorList {
-	var errs field.ErrorList
+	errs := f.validatePolicies(info)
 	for _, p := range f.validate {
 		errs = append(errs, p.Validate(info, oldJob, newJob)...)
 	}
 	return errs
 }
 
-// Build runs the pipeline for a TrainJob on a runtime and returns the objects
-// that run it. The TrainJob and the runtime are not modified. An input the
-// pipeline rejects is returned as an *InvalidError.
-func (f *Framework) Build(job *trainer.TrainJob, rt *runtime.Runtime) ([]client.Object, error) {
+// Build runs the pipeline for a TrainJob on a runtime and returns the plan of
+// children that run it. The TrainJob and the runtime are not modified. An
+// input the pipeline rejects is returned as an *InvalidError.
+func (f *Framework) Build(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Plan, error) {
 	info, err := runtime.NewInfo(job, rt)
 	if err != nil {
 		return nil, invalid(err)
@@ -144,20 +220,20 @@ func (f *Framework) Build(job *trainer.TrainJob, rt *runtime.Runtime) ([]client.
 			return nil, invalid(fmt.Errorf("plugin %s: %w", p.Name(), err))
 		}
 	}
-	var objs []client.Object
+	out := &plan.Plan{Suspended: runtime.Suspended(job)}
 	for _, p := range f.build {
-		out, err := p.Build(info, job)
+		children, err := p.Build(info, job)
 		if err != nil {
 			return nil, invalid(fmt.Errorf("plugin %s: %w", p.Name(), err))
 		}
-		objs = append(objs, out...)
+		out.Add(children...)
 	}
-	return objs, nil
+	return out, nil
 }
 
-// Status lets the status plugin fill status from the observed JobSet.
-func (f *Framework) Status(job *trainer.TrainJob, jobSet *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) {
-	if f.status != nil {
-		f.status.Status(job, jobSet, status)
+// Status lets the status plugins, in order, fill status from what was observed.
+func (f *Framework) Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus) {
+	for _, p := range f.status {
+		p.Status(job, obs, status)
 	}
 }

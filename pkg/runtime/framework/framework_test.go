@@ -10,10 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
@@ -70,17 +71,17 @@ func (p *podGroupP) EnforcePodGroupPolicy(_ *runtime.Info, _ *trainer.TrainJob) 
 
 type buildP struct{ fake }
 
-func (p *buildP) Build(info *runtime.Info, _ *trainer.TrainJob) ([]client.Object, error) {
+func (p *buildP) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
 	p.rec.record(p.name, "Build")
 	if p.err != nil {
 		return nil, p.err
 	}
-	return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: info.Labels}}}, nil
+	return []plan.Child{plan.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: info.Labels}})}, nil
 }
 
 type statusP struct{ fake }
 
-func (p *statusP) Status(_ *trainer.TrainJob, _ *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) {
+func (p *statusP) Status(_ *trainer.TrainJob, _ *observe.Observed, status *trainer.TrainJobStatus) {
 	p.rec.record(p.name, "Status")
 	status.Phase = trainer.TrainJobPhase(p.name)
 }
@@ -103,12 +104,12 @@ func (p *allP) EnforcePodGroupPolicy(_ *runtime.Info, _ *trainer.TrainJob) error
 	return p.err
 }
 
-func (p *allP) Build(_ *runtime.Info, _ *trainer.TrainJob) ([]client.Object, error) {
+func (p *allP) Build(_ *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
 	p.rec.record(p.name, "Build")
-	return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.name}}}, p.err
+	return []plan.Child{plan.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.name}})}, p.err
 }
 
-func (p *allP) Status(_ *trainer.TrainJob, _ *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) {
+func (p *allP) Status(_ *trainer.TrainJob, _ *observe.Observed, status *trainer.TrainJobStatus) {
 	p.rec.record(p.name, "Status")
 	status.Phase = trainer.TrainJobPhase(p.name)
 }
@@ -135,7 +136,7 @@ func TestNew(t *testing.T) {
 		},
 		"the real plugins": {
 			plugins:   plugins.Ordered(plugins.Options{}),
-			wantNames: []string{"Resources", "Torch", "PlainML", "Kueue", "JobSet"},
+			wantNames: []string{"Resources", "Torch", "Kueue", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},
@@ -153,13 +154,15 @@ func TestNew(t *testing.T) {
 			plugins: []framework.Plugin{&validateP{f("v", nil)}, &nameOnly{f("lazy", nil)}},
 			wantErr: []string{`"lazy"`, "no extension point"},
 		},
+		// Status is one more extension point: each status plugin fills its
+		// part (the JobSet's counts, later a PodGroup's state), in order.
 		"two status plugins": {
-			plugins: []framework.Plugin{&statusP{f("s1", nil)}, &validateP{f("v", nil)}, &statusP{f("s2", nil)}},
-			wantErr: []string{`"s2"`, `"s1"`, "more than one status plugin"},
+			plugins:   []framework.Plugin{&statusP{f("s1", nil)}, &validateP{f("v", nil)}, &statusP{f("s2", nil)}},
+			wantNames: []string{"s1", "v", "s2"},
 		},
 		"a status plugin and an all-points plugin": {
-			plugins: []framework.Plugin{&allP{f("all", nil)}, &statusP{f("s", nil)}},
-			wantErr: []string{`"s"`, `"all"`, "more than one status plugin"},
+			plugins:   []framework.Plugin{&allP{f("all", nil)}, &statusP{f("s", nil)}},
+			wantNames: []string{"all", "s"},
 		},
 		"the real plugins twice": {
 			plugins: append(plugins.Ordered(plugins.Options{}), plugins.Ordered(plugins.Options{})...),
@@ -223,7 +226,8 @@ func TestExtensionPointOrder(t *testing.T) {
 	}
 	job := rtt.MakeTrainJob("ns", "job").Obj()
 	rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj()
-	objs, err := fw.Build(job, rt)
+	built, err := fw.Build(job, rt)
+	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -274,7 +278,7 @@ func TestStatusWithoutStatusPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := trainer.TrainJobStatus{Phase: trainer.TrainJobRunning}
-	fw.Status(rtt.MakeTrainJob("ns", "job").Obj(), &jobsetv1alpha2.JobSet{}, &status)
+	fw.Status(rtt.MakeTrainJob("ns", "job").Obj(), rtt.ObservedJobSet(&jobsetv1alpha2.JobSet{}), &status)
 	if diff := cmp.Diff(trainer.TrainJobStatus{Phase: trainer.TrainJobRunning}, status); diff != "" {
 		t.Errorf("status changed (-want +got):\n%s", diff)
 	}
@@ -393,7 +397,8 @@ func TestBuildErrors(t *testing.T) {
 			if job == nil {
 				job = rtt.MakeTrainJob("ns", "job").Obj()
 			}
-			objs, err := fw.Build(job, rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj())
+			built, err := fw.Build(job, rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj())
+			objs := built.Objects()
 			if err == nil {
 				t.Fatalf("Build succeeded with %d objects, want an error", len(objs))
 			}

@@ -72,7 +72,9 @@ func FuzzBuild(f *testing.F) {
 		r := *rt
 		r.Spec = *rt.Spec.DeepCopy()
 
-		objs, err := fw.Build(&job, &r)
+		built, err := fw.Build(&job, &r)
+
+		objs := built.Objects()
 
 		if !apiequality.Semantic.DeepEqual(jobBefore, &job) {
 			t.Errorf("Build changed the TrainJob")

@@ -3,10 +3,11 @@
 package plugins
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/plainml"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
@@ -19,7 +20,8 @@ type Options struct {
 
 // Ordered returns the plugins in the order they run:
 //   - Resources first, so that ML-policy plugins see the merged resources;
-//   - then the ML policies (Torch; PlainML for runtimes with no framework policy);
+//   - then the ML policies (Torch); a runtime with no framework policy needs
+//     none, and one whose policy no plugin claims is rejected by the framework;
 //   - then gang scheduling (Kueue);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
 func Ordered(opts Options) []framework.Plugin {
@@ -30,7 +32,6 @@ func Ordered(opts Options) []framework.Plugin {
 	return []framework.Plugin{
 		resources.New(),
 		torch.New(),
-		plainml.New(),
 		gang.New(mode),
 		jobset.New(),
 	}
@@ -43,4 +44,14 @@ func NewFramework(opts ...Options) (*framework.Framework, error) {
 		o = opts[0]
 	}
 	return framework.New(Ordered(o)...)
+}
+
+// Owned lists the child kinds the TrainJob plugins emit, whatever their
+// options (for the manager's cache settings, made before the framework).
+func Owned() []client.Object {
+	fw, err := NewFramework()
+	if err != nil {
+		return nil
+	}
+	return fw.Owns()
 }

@@ -27,7 +27,7 @@ func TestOrdered(t *testing.T) {
 		names = append(names, p.Name())
 	}
 	// Resources before the ML policies (they read merged resources), JobSet last.
-	if diff := cmp.Diff([]string{"Resources", "Torch", "PlainML", "Kueue", "JobSet"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"Resources", "Torch", "Kueue", "JobSet"}, names); diff != "" {
 		t.Errorf("Ordered (-want +got):\n%s", diff)
 	}
 	fw, err := plugins.NewFramework()
@@ -96,7 +96,8 @@ func TestBuildShippedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := fw.Build(job, rt)
+	built, err := fw.Build(job, rt)
+	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -161,7 +162,8 @@ func TestBuildTorchDistributed(t *testing.T) {
 			if r == nil {
 				r = rt
 			}
-			objs, err := fw.Build(tc.job, r)
+			built, err := fw.Build(tc.job, r)
+			objs := built.Objects()
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
 			}
@@ -198,7 +200,7 @@ func TestStatusThroughFramework(t *testing.T) {
 		ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Succeeded: 1}},
 	}
 	var status trainer.TrainJobStatus
-	fw.Status(rtt.MakeTrainJob("default", "job").Obj(), js, &status)
+	fw.Status(rtt.MakeTrainJob("default", "job").Obj(), rtt.ObservedJobSet(js), &status)
 	want := trainer.TrainJobStatus{
 		Conditions: []metav1.Condition{{Type: "Complete", Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"}},
 		JobsStatus: []trainer.JobStatus{{Name: "node", Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Active: ptr.To[int32](0), Suspended: ptr.To[int32](0)}},

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "integration environment:", err)
 		os.Exit(1)
 	}
+	env.ExtraPlugins = testPlugins
 	if err := env.StartManager(framework.ManagerOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		_ = env.Stop()

@@ -36,6 +36,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/metrics"
+	rtframework "github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/webhooks"
@@ -59,12 +60,15 @@ type Env struct {
 
 	env      *envtest.Environment
 	webhooks bool
-	gc       *exec.Cmd
-	gcDone   chan struct{}
-	tmpDir   string
-	mu       sync.Mutex
-	stopMgr  context.CancelFunc
-	mgrDone  chan struct{}
+	// ExtraPlugins are the test-only plugins of every manager StartManager
+	// runs, unless its options name others.
+	ExtraPlugins []rtframework.Plugin
+	gc           *exec.Cmd
+	gcDone       chan struct{}
+	tmpDir       string
+	mu           sync.Mutex
+	stopMgr      context.CancelFunc
+	mgrDone      chan struct{}
 }
 
 // RepoRoot is the repository's top directory.
@@ -202,6 +206,9 @@ func (e *Env) startGC(assets string) error {
 type ManagerOptions struct {
 	Clock     clock.PassiveClock
 	KueueMode gang.Mode
+	// ExtraPlugins run after Trainyard's own (test-only plugins); nil means
+	// the Env's ExtraPlugins.
+	ExtraPlugins []rtframework.Plugin
 }
 
 // StartManager runs Trainyard's manager in-process until StopManager or Stop.
@@ -211,9 +218,16 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if e.stopMgr != nil {
 		return fmt.Errorf("manager already running")
 	}
+	if opts.ExtraPlugins == nil {
+		opts.ExtraPlugins = e.ExtraPlugins
+	}
+	cacheOpts, err := controller.CacheOptions(e.Config, e.Scheme, extraOwned(opts.ExtraPlugins)...)
+	if err != nil {
+		return err
+	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 e.Scheme,
-		Cache:                  controller.CacheOptions(),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -226,7 +240,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := plugins.NewFramework(plugins.Options{KueueMode: opts.KueueMode})
+	fw, err := rtframework.New(append(plugins.Ordered(plugins.Options{KueueMode: opts.KueueMode}), opts.ExtraPlugins...)...)
 	if err != nil {
 		return err
 	}
@@ -298,4 +312,15 @@ func (e *Env) KubeConfig() ([]byte, error) {
 		return nil, err
 	}
 	return user.KubeConfig()
+}
+
+// extraOwned lists the child kinds test-only plugins emit.
+func extraOwned(ps []rtframework.Plugin) []client.Object {
+	var out []client.Object
+	for _, p := range ps {
+		if o, ok := p.(rtframework.OwnerPlugin); ok {
+			out = append(out, o.Owns()...)
+		}
+	}
+	return out
 }

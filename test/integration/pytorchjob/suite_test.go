@@ -74,9 +74,13 @@ func startManager() (func(), error) {
 	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
+	cacheOpts, err := controller.CacheOptions(env.Config, scheme)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  controller.CacheOptions(),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

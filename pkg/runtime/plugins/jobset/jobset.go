@@ -2,18 +2,23 @@
 // and reads the TrainJob's status back from that JobSet.
 package jobset
 
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
+
 import (
 	"fmt"
 	"maps"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -22,11 +27,17 @@ import (
 const Name = "JobSet"
 
 // JobSet is the plugin.
-type JobSet struct{}
+type JobSet struct {
+	// HostNamesFromTemplate is set for job kinds whose pod templates set their
+	// own host names (PyTorchJob): the names JobSet generates need not fit a
+	// DNS label then, and the kind checks its own name length.
+	HostNamesFromTemplate bool
+}
 
 var (
 	_ framework.ValidatePlugin = (*JobSet)(nil)
 	_ framework.BuildPlugin    = (*JobSet)(nil)
+	_ framework.OwnerPlugin    = (*JobSet)(nil)
 	_ framework.StatusPlugin   = (*JobSet)(nil)
 )
 
@@ -36,9 +47,13 @@ func New() *JobSet { return &JobSet{} }
 // Name implements framework.Plugin.
 func (*JobSet) Name() string { return Name }
 
+// Owns implements framework.OwnerPlugin.
+func (*JobSet) Owns() []client.Object { return []client.Object{&jobsetv1alpha2.JobSet{}} }
+
 // Validate checks what every runtime needs to run a TrainJob: replicated jobs
-// bound to TrainJob fields exist once, and the TrainJob asks for at least one node.
-func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+// bound to TrainJob fields exist once, the TrainJob asks for at least one node,
+// and the pod host names JobSet will generate fit in a DNS label.
+func (p *JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
 	var errs field.ErrorList
 	rtPath := field.NewPath("spec", "runtimeRef")
 	if len(info.Spec.ReplicatedJobs) == 0 {
@@ -53,13 +68,44 @@ func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Erro
 	if info.NumNodes < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes, "must be at least 1"))
 	}
+	if !p.HostNamesFromTemplate {
+		errs = append(errs, validatePodNames(info, job)...)
+	}
 	return errs
+}
+
+// podNameSuffix is what the Job controller appends to a Job's name for its pods.
+const podNameSuffix = len("-xxxxx")
+
+// validatePodNames: JobSet names pods <trainjob>-<replicated job>-<job index>-<pod index>
+// and the Job controller adds a 5-character suffix; the host name must stay a
+// DNS label (63 characters), or the pods can never be created. The tightest
+// limit is reported once, with the host name that sets it.
+func validatePodNames(info *runtime.Info, job *trainer.TrainJob) field.ErrorList {
+	maxLen, example := validation.DNS1035LabelMaxLength, ""
+	for _, rj := range info.Spec.ReplicatedJobs {
+		replicas := max(rj.Replicas, 1)
+		pods := ptr.Deref(rj.Template.Spec.Parallelism, 1)
+		if rj.Name == info.TrainerJob {
+			replicas, pods = 1, info.NumNodes
+		}
+		rest := fmt.Sprintf("-%s-%d-%d", rj.Name, replicas-1, max(pods-1, 0))
+		if allowed := validation.DNS1035LabelMaxLength - len(rest) - podNameSuffix; allowed < maxLen {
+			maxLen, example = allowed, "<name>"+rest+"-xxxxx"
+		}
+	}
+	if len(job.Name) <= maxLen {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), job.Name,
+		fmt.Sprintf("must be no more than %d characters on this runtime: pod host names %s must fit in %d characters",
+			maxLen, example, validation.DNS1035LabelMaxLength))}
 }
 
 // Build emits the JobSet: named after the TrainJob, with the runtime's (and
 // patches') labels and annotations, the trainer job running NumNodes pods as one
 // Indexed Job, and the TrainJob's suspend flag.
-func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]client.Object, error) {
+func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
 	spec := *info.Spec.DeepCopy()
 	for k := range spec.ReplicatedJobs {
 		rj := &spec.ReplicatedJobs[k]
@@ -90,13 +136,14 @@ func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]client.Object
 		},
 		Spec: spec,
 	}
-	return []client.Object{js}, nil
+	return []plan.Child{plan.JobSet(js)}, nil
 }
 
-// Status copies the JobSet's terminal conditions (reason and message verbatim)
-// into Complete and Failed, and its per-replicated-job counts into jobsStatus in
-// the order of the JobSet's replicated jobs.
-func (*JobSet) Status(_ *trainer.TrainJob, js *jobsetv1alpha2.JobSet, status *trainer.TrainJobStatus) {
+// Status copies the observed JobSet's terminal conditions (reason and message
+// verbatim) into Complete and Failed, and its per-replicated-job counts into
+// jobsStatus in the order of the JobSet's replicated jobs.
+func (*JobSet) Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus) {
+	js := obs.JobSet(job.Name)
 	if js == nil {
 		return
 	}

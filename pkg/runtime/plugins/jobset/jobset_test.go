@@ -13,6 +13,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
@@ -150,7 +153,8 @@ func TestBuild(t *testing.T) {
 				t.Fatalf("NewInfo: %v", err)
 			}
 			before := *info.Spec.DeepCopy()
-			objs, err := jobset.New().Build(info, tc.job)
+			children, err := jobset.New().Build(info, tc.job)
+			objs := (&plan.Plan{Children: children}).Objects()
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -362,11 +366,21 @@ func TestStatus(t *testing.T) {
 			if tc.jobSet != nil {
 				jsBefore = tc.jobSet.DeepCopy()
 			}
-			jobset.New().Status(job, tc.jobSet, &status)
+			obs := &observe.Observed{}
+			var seen *jobsetv1alpha2.JobSet
+			if tc.jobSet != nil {
+				seen = tc.jobSet.DeepCopy()
+				seen.Name = job.Name
+				obs.Children = childsync.Children{{GroupKind: observe.JobSetKind, Name: job.Name}: seen}
+			}
+			jobset.New().Status(job, obs, &status)
 			if diff := cmp.Diff(tc.want, status); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(jsBefore, tc.jobSet); diff != "" {
+			if seen != nil {
+				seen.Name = jsBefore.Name
+			}
+			if diff := cmp.Diff(jsBefore, seen); diff != "" {
 				t.Errorf("Status changed the JobSet (-before +after):\n%s", diff)
 			}
 		})

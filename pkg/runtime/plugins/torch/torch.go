@@ -54,6 +54,7 @@ type Torch struct{}
 var (
 	_ framework.ValidatePlugin = (*Torch)(nil)
 	_ framework.MLPolicyPlugin = (*Torch)(nil)
+	_ framework.PolicyClaimer  = (*Torch)(nil)
 )
 
 // New returns the plugin.
@@ -61,6 +62,9 @@ func New() *Torch { return &Torch{} }
 
 // Name implements framework.Plugin.
 func (*Torch) Name() string { return Name }
+
+// ClaimsMLPolicies implements framework.PolicyClaimer.
+func (*Torch) ClaimsMLPolicies() []string { return []string{"torch"} }
 
 func policy(info *runtime.Info) *trainer.TorchMLPolicySource {
 	if mp := info.MLPolicy(); mp != nil {
@@ -209,7 +213,7 @@ func MasterAddr(info *runtime.Info, job *trainer.TrainJob) string {
 // counts come from the given resources, which are the runtime's merged with the
 // TrainJob's, so a GPU declared only by the runtime still counts.
 func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res corev1.ResourceRequirements) (string, error) {
-	v := intstr.FromString("auto")
+	v := intstr.FromString(runtime.ProcAuto)
 	if pol.NumProcPerNode != nil {
 		v = *pol.NumProcPerNode
 	}
@@ -217,28 +221,26 @@ func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res co
 		v = *job.Spec.Trainer.NumProcPerNode
 	}
 	path := field.NewPath("spec", "trainer", "numProcPerNode")
+	if err := runtime.CheckNumProcPerNode(path, v); err != nil {
+		return "", err
+	}
 	if v.Type == intstr.Int {
-		if v.IntVal < 1 {
-			return "", field.Invalid(path, v.IntVal, "must be at least 1")
-		}
 		return strconv.Itoa(int(v.IntVal)), nil
 	}
 	gpus, cpus := GPUs(res), CPUs(res)
 	switch v.StrVal {
-	case "auto":
+	case runtime.ProcAuto:
 		if gpus > 0 {
 			return strconv.FormatInt(gpus, 10), nil
 		}
 		return strconv.FormatInt(max(cpus, 1), 10), nil
-	case "cpu":
+	case runtime.ProcCPU:
 		return strconv.FormatInt(max(cpus, 1), 10), nil
-	case "gpu":
-		if gpus == 0 {
-			return "", field.Invalid(path, v.StrVal, "the trainer node requests no GPUs (set resourcesPerNode with a GPU resource, or use an integer or auto)")
-		}
-		return strconv.FormatInt(gpus, 10), nil
 	}
-	return "", field.NotSupported(path, v.StrVal, []string{"auto", "cpu", "gpu", "an integer >= 1"})
+	if gpus == 0 {
+		return "", field.Invalid(path, v.StrVal, "the trainer node requests no GPUs (set resourcesPerNode with a GPU resource, or use an integer or auto)")
+	}
+	return strconv.FormatInt(gpus, 10), nil
 }
 
 // GPUs counts the GPUs of a container: resources whose name ends in "gpu" (such as

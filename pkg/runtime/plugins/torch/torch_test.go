@@ -652,7 +652,8 @@ func TestProcPerNodeThroughFramework(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			objs, err := fw.Build(tc.job, tc.rt)
+			built, err := fw.Build(tc.job, tc.rt)
+			objs := built.Objects()
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("Build error (-want +got):\n%s", diff)
 			}

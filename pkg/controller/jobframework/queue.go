@@ -1,4 +1,4 @@
-package controller
+package jobframework
 
 import (
 	"context"
@@ -8,47 +8,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
-
-// Cache indexes, so that a pass looks up a job's pods and Workloads directly
-// instead of scanning every pod or Workload of the namespace.
-const (
-	podJobSetIndex   = "metadata.labels.jobset-name"
-	workloadJobIndex = "metadata.labels.job-uid"
-)
-
-func setUpIndexes(ctx context.Context, mgr ctrl.Manager, withKueue bool) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Pod{}, podJobSetIndex, func(o client.Object) []string {
-		if v := o.GetLabels()[jobsetv1alpha2.JobSetNameKey]; v != "" {
-			return []string{v}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if !withKueue {
-		return nil
-	}
-	return idx.IndexField(ctx, &kueue.Workload{}, workloadJobIndex, func(o client.Object) []string {
-		if v := o.GetLabels()[jobUIDLabel]; v != "" {
-			return []string{v}
-		}
-		return nil
-	})
-}
 
 // childPriority is the queue priority of a pass caused by a JobSet, pod or
-// Workload event. A new TrainJob (priority 0) goes first: under a burst of
+// Workload event. A new job (priority 0) goes first: under a burst of
 // submissions it gets its JobSet before running jobs refresh their status,
 // and the refreshes of one job coalesce while they wait.
 const childPriority = -10

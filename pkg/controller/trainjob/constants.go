@@ -1,11 +1,8 @@
-package controller
+package trainjob
 
 // Names Trainyard adds to the objects it owns. They are Trainyard's own
 // (additive), not part of the Kubeflow API.
 const (
-	// FieldOwner is the field manager of every write Trainyard makes.
-	FieldOwner = "trainyard"
-
 	// SnapshotAnnotation on a JobSet holds the runtime it was rendered from, so
 	// that later edits of the runtime never change this TrainJob.
 	SnapshotAnnotation = "trainyard.io/runtime-snapshot"
@@ -30,4 +27,5 @@ const (
 	EventDeadlineExceeded  = "DeadlineExceeded"
 	EventJobSetNotOwned    = "JobSetNotOwned"
 	EventRuntimeNotSupport = "RuntimeNotSupported"
+	EventKindNotServed     = "ChildKindNotServed"
 )

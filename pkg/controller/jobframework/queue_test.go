@@ -1,4 +1,4 @@
-package controller
+package jobframework
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestChildEventsWaitBehindNewTrainJobs(t *testing.T) {
 	defer q.ShutDown()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "running-node-0-0-x",
 		Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "running"}}}
-	lowPriority(handler.EnqueueRequestsFromMapFunc(podToTrainJob)).Create(context.Background(), crevent.CreateEvent{Object: pod}, q)
+	lowPriority(handler.EnqueueRequestsFromMapFunc(PodToJob)).Create(context.Background(), crevent.CreateEvent{Object: pod}, q)
 	q.Add(reconcile.Request{NamespacedName: key("ns", "new")})
 
 	got := drain(q, 2)

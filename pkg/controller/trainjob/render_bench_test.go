@@ -1,11 +1,11 @@
-package controller
+package trainjob
 
 import (
 	"path/filepath"
 	"testing"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/jobsetsync"
+	"github.com/trainyard/trainyard/pkg/childsync"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
@@ -13,12 +13,12 @@ import (
 
 // BenchmarkRender is the manager's CPU work per TrainJob before its JobSet is
 // written: validation, the plugin pipeline, the runtime snapshot, and (in
-// BenchmarkRenderAndHash) the hashes jobsetsync puts on the JobSet.
+// BenchmarkRenderAndHash) the hashes childsync puts on the JobSet.
 func BenchmarkRender(b *testing.B) {
 	r, job, rt := benchInputs(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := r.render(job, rt); err != nil {
+		if _, err := r.Render(job, rt); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -28,11 +28,11 @@ func BenchmarkRenderAndHash(b *testing.B) {
 	r, job, rt := benchInputs(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		js, err := r.render(job, rt)
+		p, err := r.Render(job, rt)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := jobsetsync.Hashes(js); err != nil {
+		if _, err := childsync.Hashes(p.JobSet()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -42,19 +42,19 @@ func BenchmarkRenderAndHash(b *testing.B) {
 // of rendering: reading the runtime back from the JobSet's annotation.
 func BenchmarkDecodeSnapshot(b *testing.B) {
 	r, job, rt := benchInputs(b)
-	js, err := r.render(job, rt)
+	p, err := r.Render(job, rt)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := trruntime.DecodeRuntime(js.Annotations[SnapshotAnnotation]); err != nil {
+		if _, err := trruntime.DecodeRuntime(p.JobSet().Annotations[SnapshotAnnotation]); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func benchInputs(b *testing.B) (*TrainJobReconciler, *trainer.TrainJob, *trruntime.Runtime) {
+func benchInputs(b *testing.B) (*Adapter, *trainer.TrainJob, *trruntime.Runtime) {
 	b.Helper()
 	rt, err := rtt.TorchDistributedRuntime()
 	if err != nil {
@@ -69,5 +69,5 @@ func benchInputs(b *testing.B) (*TrainJobReconciler, *trainer.TrainJob, *trrunti
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &TrainJobReconciler{Framework: fw}, job, rt
+	return &Adapter{Framework: fw}, job, rt
 }

@@ -1,4 +1,4 @@
-package plainml_test
+package framework_test
 
 import (
 	"strings"
@@ -8,14 +8,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/plainml"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
 
-func TestValidate(t *testing.T) {
+// A runtime whose ML policy no plugin claims is rejected with the runtime
+// named; one with no framework policy, or one a plugin claims, is not. (The
+// rule once lived in a PlainML plugin with a hand-kept list; the plugins now
+// claim what they run.)
+func TestUnclaimedPolicies(t *testing.T) {
 	cases := map[string]struct {
 		policy *trainer.MLPolicy
 		// wantPolicy is the policy named in the message ("" for no error).
@@ -29,6 +31,10 @@ func TestValidate(t *testing.T) {
 		"xgboost":                     {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}, wantPolicy: "xgboost"},
 		"flux":                        {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}, wantPolicy: "flux"},
 	}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			w := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "rt-"+name)
@@ -37,14 +43,16 @@ func TestValidate(t *testing.T) {
 			}
 			rt := w.Obj()
 			job := rtt.MakeTrainJob("ns", "job").Obj()
-			info, err := runtime.NewInfo(job, rt)
-			if err != nil {
-				t.Fatalf("NewInfo: %v", err)
+			var errs field.ErrorList
+			for _, e := range fw.Validate(rt, nil, job) {
+				if e.Field == "spec.runtimeRef" {
+					errs = append(errs, e)
+				}
 			}
-			errs := plainml.New().Validate(info, nil, job)
+			warnings := fw.RuntimeWarnings(&rt.Spec)
 			if tc.wantPolicy == "" {
-				if len(errs) != 0 {
-					t.Errorf("Validate = %v, want no error", errs)
+				if len(errs) != 0 || len(warnings) != 0 {
+					t.Errorf("Validate = %v, warnings %q; want neither", errs, warnings)
 				}
 				return
 			}
@@ -66,25 +74,21 @@ func TestValidate(t *testing.T) {
 			if errs[0].BadValue != rt.Name {
 				t.Errorf("bad value = %v, want the runtime name %q", errs[0].BadValue, rt.Name)
 			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], "spec.mlPolicy."+tc.wantPolicy) {
+				t.Errorf("runtime warnings = %q, want one naming spec.mlPolicy.%s", warnings, tc.wantPolicy)
+			}
 
 			// Through the pipeline it is an InvalidError, and nothing is built.
-			fw, err := plugins.NewFramework()
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := fw.Build(job, rt)
-			if !framework.IsInvalid(err) || objs != nil {
-				t.Errorf("Build = %v, %v; want no objects and an InvalidError", objs, err)
+			built, err := fw.Build(job, rt)
+			if !framework.IsInvalid(err) || built != nil {
+				t.Errorf("Build = %v, %v; want no plan and an InvalidError", built, err)
 			}
 			if err != nil && !strings.Contains(err.Error(), "mlPolicy."+tc.wantPolicy) {
 				t.Errorf("Build error %q does not name the policy", err)
 			}
 		})
 	}
-}
-
-func TestName(t *testing.T) {
-	if got := plainml.New().Name(); got != "PlainML" {
-		t.Errorf("Name() = %q, want PlainML", got)
+	if diff := cmp.Diff([]string{"torch"}, fw.ClaimedPolicies()); diff != "" {
+		t.Errorf("ClaimedPolicies (-want +got):\n%s", diff)
 	}
 }

@@ -1,7 +1,6 @@
-package controller
+package trainjob
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -11,14 +10,15 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // summarize sets the one-word phase with its reason and message, the node
 // counts, and the start and completion times, from the conditions, the JobSet
 // and the trainer pods. The order of the cases is the order of precedence.
-func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJob, js *jobsetv1alpha2.JobSet,
-	status *trainer.TrainJobStatus, now time.Time) error {
+func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Observed,
+	status *trainer.TrainJobStatus, now time.Time) {
 	var numNodes, ready, succeeded int32
 	trainerJob := ""
 	if js != nil {
@@ -32,10 +32,7 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 	podReason, podMessage := "WaitingForPods", ""
 	active := js != nil && trainerJob != "" && !ptr.Deref(js.Spec.Suspend, false) && !finished(status)
 	if active {
-		pods, err := r.nodePods(ctx, js, trainerJob)
-		if err != nil {
-			return err
-		}
+		pods := livePods(obs.PodsOf(js, trainerJob))
 		ready, succeeded, podReason, podMessage = nodesState(pods, numNodes)
 		if allReady(js) && ready+succeeded < numNodes {
 			ready = numNodes - succeeded // JobSet saw every pod ready or done; the pod cache may lag
@@ -47,10 +44,7 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 	var queued bool
 	var queueReason, queueMessage string
 	if !finished(status) && (trruntime.Suspended(job) || js == nil || ptr.Deref(js.Spec.Suspend, false)) {
-		var err error
-		if queueReason, queueMessage, queued, err = r.queueState(ctx, job, js); err != nil {
-			return err
-		}
+		queueReason, queueMessage, queued = queueState(job, js, obs)
 	}
 
 	phase, reason, message := trainer.TrainJobPending, "", ""
@@ -100,7 +94,6 @@ func (r *TrainJobReconciler) summarize(ctx context.Context, job *trainer.TrainJo
 			}
 		}
 	}
-	return nil
 }
 
 func condTrue(status *trainer.TrainJobStatus, t string) bool {

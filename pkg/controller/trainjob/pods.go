@@ -1,41 +1,20 @@
-package controller
+package trainjob
 
 import (
-	"context"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-
-func metav1ObjectMeta(p *corev1.Pod) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp, CreationTimestamp: p.CreationTimestamp,
-	}
-}
-
-// nodePods lists the live pods of a JobSet's replicated job, by name.
-func (r *TrainJobReconciler) nodePods(ctx context.Context, js *jobsetv1alpha2.JobSet, rjob string) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Name}); err != nil {
-		return nil, fmt.Errorf("listing pods of JobSet %s: %w", js.Name, err)
-	}
+// livePods drops pods that are being deleted.
+func livePods(pods []corev1.Pod) []corev1.Pod {
 	var out []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil && p.Labels[jobsetv1alpha2.JobSetUIDKey] == string(js.UID) &&
-			p.Labels[jobsetv1alpha2.ReplicatedJobNameKey] == rjob {
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 // podProblems are container waiting reasons that will not fix themselves soon;
@@ -89,15 +68,4 @@ func isReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// podToTrainJob maps a pod to the TrainJob of its JobSet: Trainyard names each
-// JobSet after its TrainJob. Pods of other JobSets map to a TrainJob that does
-// not exist, which reconciles to nothing.
-func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[jobsetv1alpha2.JobSetNameKey]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 }

@@ -1,4 +1,4 @@
-package controller
+package trainjob
 
 import (
 	"time"
@@ -66,6 +66,7 @@ func truncate(s string) string {
 	return s[:max-3] + "..."
 }
 
-func findCondition(job *trainer.TrainJob, t string) *metav1.Condition {
+// FindCondition returns the condition of type t of a TrainJob, or nil.
+func FindCondition(job *trainer.TrainJob, t string) *metav1.Condition {
 	return meta.FindStatusCondition(job.Status.Conditions, t)
 }

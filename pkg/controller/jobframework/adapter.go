@@ -1,0 +1,89 @@
+// Package jobframework is Trainyard's one reconciler for every job kind
+// (TrainJob, PyTorchJob). A kind plugs in through a small Adapter: what its
+// object is, whether this controller runs it, how it resolves to a plan of
+// children (its runtime and plugin list), and how its status follows, purely,
+// from what was observed. The reconciler does the rest in one loop of named
+// steps: get the job, observe its children once, plan, sync the plan, compute
+// status, act on what status decided (deletions, pod labels), write status
+// once, send events.
+package jobframework
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
+)
+
+// FieldOwner is the field manager of every write Trainyard makes.
+const FieldOwner = "trainyard"
+
+// Adapter is one job kind.
+type Adapter interface {
+	// Kind names the job kind, as in its API (TrainJob, PyTorchJob).
+	Kind() string
+	// New returns an empty job object of the kind.
+	New() client.Object
+	// Ours reports whether this controller runs the job (not another one named
+	// by managedBy).
+	Ours(job client.Object) bool
+	// Plan returns the children the job should have now, or nil when nothing
+	// is to be synced this pass (a finished job, one past its deadline). It
+	// may read the job's runtime through r; it writes nothing. Input the user
+	// must fix is returned as a *framework.InvalidError.
+	Plan(ctx context.Context, r client.Reader, job client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error)
+	// Status computes the job's new state from the job, what was observed, and
+	// what syncing the plan did. It is pure: it reads no client and changes
+	// nothing but what it returns.
+	Status(job client.Object, obs *observe.Observed, sync Sync, now time.Time) Outcome
+}
+
+// Sync is what the plan step and the sync step of a pass did.
+type Sync struct {
+	// Planned is true when Plan returned a plan.
+	Planned bool
+	// Result says what was written, child by child.
+	Result childsync.Result
+	// Err is the error of planning or syncing (nil when both went well).
+	Err error
+}
+
+// Event is an event about the job, sent after its status was written.
+type Event struct {
+	Type, Reason, Action, Message string
+}
+
+// Patch is a merge patch of an object the job owns (its pods' labels).
+type Patch struct {
+	Object client.Object
+	Data   []byte
+}
+
+// Outcome is what a pass decided.
+type Outcome struct {
+	// Job is a copy of the job with its new status.
+	Job client.Object
+	// Events go out once the status is written.
+	Events []Event
+	// Delete lists objects to delete (with a UID precondition), in order: a
+	// JobSet past its deadline, pods by cleanPodPolicy, the job itself past
+	// its TTL (then no status is written).
+	Delete []client.Object
+	// Patches are applied before the status is written.
+	Patches []Patch
+	// Requeue asks for a pass after this long (0: only on events).
+	Requeue time.Duration
+	// DeferStatus leaves the status write to the next pass (the one the new
+	// JobSet's creation event brings), so that under a burst of submissions
+	// new jobs get their JobSets first. Events are deferred with it.
+	DeferStatus bool
+	// Retry is a transient error: the status is written, then the pass is
+	// retried with backoff.
+	Retry error
+	// Record is called once the status is written (metrics).
+	Record func()
+}

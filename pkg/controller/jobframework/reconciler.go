@@ -1,0 +1,173 @@
+package jobframework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/pkg/childsync"
+)
+
+// Reconciler runs every pass of one job kind.
+type Reconciler struct {
+	adapter  Adapter
+	client   client.Client
+	reader   client.Reader
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	syncer   *childsync.Syncer
+	// kinds are the child kinds the plugins own that the cluster serves.
+	kinds []schema.GroupVersionKind
+	kueue bool
+}
+
+// Reconcile is one pass over one job:
+//  1. get the job; skip it when it is being deleted or is not ours;
+//  2. observe its children, pods and Workloads, once;
+//  3. plan: resolve its runtime and run the pipeline;
+//  4. sync the plan, child by child, by each child's rule;
+//  5. compute status, purely, from the job, what was observed and what sync did;
+//  6. act on what status decided (deletions, pod labels);
+//  7. write status once, then send the pass's events.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	job := r.adapter.New()
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	now := r.clock.Now()
+
+	obs, err := r.observe(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	var sync Sync
+	p, err := r.adapter.Plan(ctx, r.reader, job, obs, now)
+	switch {
+	case err != nil:
+		sync.Err = err
+	case p != nil:
+		sync.Planned = true
+		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children)
+		for key, action := range sync.Result.Actions {
+			log.V(2).Info("Child synced", "child", key.String(), "action", action)
+		}
+	}
+
+	out := r.adapter.Status(job, obs, sync, now)
+	if out.DeferStatus {
+		if out.Record != nil {
+			out.Record()
+		}
+		return ctrl.Result{RequeueAfter: out.Requeue}, nil
+	}
+	deleted, err := r.act(ctx, job, out)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(out.Retry, err)
+	}
+	if deleted {
+		return ctrl.Result{}, nil
+	}
+	if err := r.writeStatus(ctx, job, out.Job); err != nil {
+		return ctrl.Result{}, errors.Join(out.Retry, err)
+	}
+	if out.Record != nil {
+		out.Record()
+	}
+	for _, e := range out.Events {
+		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
+	}
+	if out.Retry != nil {
+		return ctrl.Result{}, out.Retry
+	}
+	return ctrl.Result{RequeueAfter: out.Requeue}, nil
+}
+
+// act applies the outcome's patches and deletions, in order. It reports
+// whether the job itself was deleted.
+func (r *Reconciler) act(ctx context.Context, job client.Object, out Outcome) (bool, error) {
+	log := ctrl.LoggerFrom(ctx)
+	for _, p := range out.Patches {
+		if err := r.client.Patch(ctx, p.Object, client.RawPatch(client.Merge.Type(), p.Data), client.FieldOwner(FieldOwner)); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("patching %s: %w", p.Object.GetName(), err)
+		}
+		log.V(3).Info("Patched", "object", p.Object.GetName(), "patch", string(p.Data))
+	}
+	deleted := false
+	for _, o := range out.Delete {
+		uid := o.GetUID()
+		if err := r.client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("deleting %s: %w", o.GetName(), err)
+		}
+		log.V(2).Info("Deleted", "object", o.GetName(), "kind", fmt.Sprintf("%T", o))
+		deleted = deleted || uid == job.GetUID()
+	}
+	return deleted, nil
+}
+
+// writeStatus merge-patches the status subresource when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object) error {
+	if updated == nil || equality.Semantic.DeepEqual(statusOf(old), statusOf(updated)) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(old), client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("writing status of %s %s: %w", r.adapter.Kind(), old.GetName(), err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Status updated")
+	return nil
+}
+
+// statusOf returns the Status field of a job object (every job kind has one).
+func statusOf(o client.Object) any {
+	v := reflect.ValueOf(o)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if f := v.FieldByName("Status"); f.IsValid() {
+		return f.Interface()
+	}
+	return nil
+}
+
+// newList returns an empty list of a kind.
+func (r *Reconciler) newList(gvk schema.GroupVersionKind) (client.ObjectList, error) {
+	o, err := r.client.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("list type of %s: %w", gvk.Kind, err)
+	}
+	l, ok := o.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a list", o)
+	}
+	return l, nil
+}
+
+// meta returns the items of a list as objects.
+func meta(list client.ObjectList) ([]client.Object, error) {
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, it := range items {
+		if o, ok := it.(client.Object); ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

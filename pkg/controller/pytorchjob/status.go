@@ -1,0 +1,224 @@
+package pytorchjob
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/ttl"
+	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// pass is the state of one Status call.
+type pass struct {
+	job    *kubeflowv1.PyTorchJob
+	status *kubeflowv1.JobStatus
+	now    metav1.Time
+	out    jobframework.Outcome
+}
+
+func (p *pass) event(kind, reason, action, format string, args ...any) {
+	p.out.Events = append(p.out.Events, jobframework.Event{Type: kind, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
+}
+
+// Status implements jobframework.Adapter. Input the user must fix fails the
+// job (v1 rejected it at admission, so it never ran); API errors are retried.
+func (Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
+	job := o.(*kubeflowv1.PyTorchJob)
+	updated := job.DeepCopy()
+	p := &pass{job: job, status: &updated.Status, now: passTime(now)}
+	p.out.Job = updated
+	p.run(obs, sync)
+	old, cur := job.Status.DeepCopy(), p.status.DeepCopy()
+	p.out.Record = func() { recordTransitions(old, cur) }
+	return p.out
+}
+
+func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
+	job, status := p.job, p.status
+	legacy.SetCreated(job, status, p.now)
+
+	// 1. A finished job never runs again: clean up as cleanPodPolicy says,
+	// and delete it past its TTL.
+	if legacy.IsFinished(status) {
+		p.finished(obs)
+		return
+	}
+
+	// 2. Validate what was written, then default in memory, as v1 did.
+	warnings, errs := legacy.Validate(nil, job)
+	if len(errs) > 0 {
+		p.failValidation(errs.ToAggregate())
+		return
+	}
+	d := legacy.Defaulted(job)
+	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
+	js := obs.JobSet(job.Name)
+
+	// 3. A resumed job counts its deadline from now; one that never ran from
+	// its first unsuspended pass (v1's startTime).
+	if startRun(status, suspended, p.now) {
+		msg := legacy.MsgResumed(job)
+		legacy.SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionFalse, legacy.ReasonResumed, msg, p.now)
+		p.event(corev1.EventTypeNormal, legacy.ReasonResumed, "Resume", "%s", msg)
+	}
+
+	// Past activeDeadlineSeconds (counted from startTime) the job fails and
+	// everything it runs goes, as in v1.
+	if at, ok := deadline(d, status); ok && !suspended && !p.now.Before(&metav1.Time{Time: at}) {
+		p.fail(legacy.ReasonFailed, legacy.MsgDeadline(job))
+		if js != nil {
+			p.out.Delete = append(p.out.Delete, js)
+		}
+		p.out.Delete = append(p.out.Delete, services(obs)...)
+		p.out.Requeue = ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time)
+		return
+	}
+
+	// 4. What planning and syncing the Services and JobSet did.
+	switch err := sync.Err; {
+	case framework.IsInvalid(err):
+		p.failValidation(err)
+		return
+	case errors.Is(err, childsync.ErrNotOwned):
+		p.event(corev1.EventTypeWarning, EventJobSetNotOwned, "Sync", "%v", err)
+		p.out.Requeue = notOwnedRetry
+		return
+	case apierrors.IsAlreadyExists(err):
+		// The cache has not seen the JobSet created a moment ago; look again.
+		p.out.Requeue = time.Second
+		return
+	case err != nil:
+		p.out.Retry = err
+		return
+	}
+	if sync.Result.Children != nil {
+		js = (&observe.Observed{Children: sync.Result.Children}).JobSet(job.Name)
+	}
+	switch sync.Result.Action(observe.JobSetKind, job.Name) {
+	case childsync.Created:
+		p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
+		// v1 warned on every pod it created; once per JobSet is enough.
+		for _, t := range legacy.Roles(d) {
+			if d.Spec.PyTorchReplicaSpecs[t].Template.Spec.RestartPolicy != "" {
+				p.event(corev1.EventTypeWarning, EventTemplateRestartPol, "Create", "%s: %s", t, msgTemplateRestartPolicy)
+			}
+		}
+		for _, w := range warnings {
+			p.event(corev1.EventTypeWarning, EventDeprecatedField, "Create", "%s", w)
+		}
+	case childsync.Recreated:
+		p.event(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
+	case childsync.Updated:
+		p.event(corev1.EventTypeNormal, EventJobSetUpdated, "Update", "Updated suspended JobSet %s", js.Name)
+	}
+
+	// 5. Pods: v1's job-name label, then v1's status from them and the JobSet.
+	pods := obs.PodsOf(js, "")
+	p.out.Patches = labelPatches(d, pods)
+	p.updateStatus(d, js, pods, suspended)
+	if legacy.IsFinished(status) {
+		p.out.Requeue = ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time)
+		return
+	}
+	if at, ok := deadline(d, status); ok && !suspended {
+		p.out.Requeue = max(at.Sub(p.now.Time), time.Second)
+	}
+}
+
+// updateStatus sets suspension, replica counts, Running/Restarting and the
+// terminal condition from the pods of the current JobSet and the JobSet.
+func (p *pass) updateStatus(d *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, pods []corev1.Pod, suspended bool) {
+	job, status := p.job, p.status
+	if suspended {
+		// v1: a suspended job has no active pods (Kueue waits for that before
+		// it considers a preempted job stopped).
+		status.ReplicaStatuses = legacy.ReplicaStatuses(d, nil)
+		for t, rs := range p.job.Status.ReplicaStatuses {
+			if cur := status.ReplicaStatuses[t]; cur != nil && rs != nil {
+				cur.Succeeded, cur.Failed = rs.Succeeded, rs.Failed
+			}
+		}
+		msg := legacy.MsgSuspended(job)
+		if legacy.IsTrue(status, kubeflowv1.JobRunning) {
+			legacy.SetCondition(status, kubeflowv1.JobRunning, corev1.ConditionFalse, legacy.ReasonSuspended, msg, p.now)
+		}
+		if !legacy.IsTrue(status, kubeflowv1.JobSuspended) {
+			legacy.SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionTrue, legacy.ReasonSuspended, msg, p.now)
+			p.event(corev1.EventTypeNormal, legacy.ReasonSuspended, "Suspend", "%s", msg)
+		}
+		return
+	}
+	status.ReplicaStatuses = legacy.ReplicaStatuses(d, pods)
+	for _, t := range legacy.UpdateRunning(d, status, p.now) {
+		p.event(corev1.EventTypeWarning, t.Reason, "Restart", "%s", t.Message)
+	}
+	if t, reason, msg, ok := legacy.Terminal(d, js, status); ok {
+		if t == kubeflowv1.JobFailed {
+			p.fail(reason, msg)
+			return
+		}
+		if legacy.SetCondition(status, t, corev1.ConditionTrue, reason, msg, p.now) {
+			p.event(corev1.EventTypeNormal, reason, "Complete", "%s", msg)
+		}
+		if status.CompletionTime == nil {
+			status.CompletionTime = p.now.DeepCopy()
+		}
+		succeedActive(status)
+	}
+}
+
+// fail sets Failed with its completion time, and says so in an event.
+func (p *pass) fail(reason, msg string) {
+	if legacy.SetCondition(p.status, kubeflowv1.JobFailed, corev1.ConditionTrue, reason, msg, p.now) {
+		p.event(corev1.EventTypeWarning, reason, "Fail", "%s", msg)
+	}
+	if p.status.CompletionTime == nil {
+		p.status.CompletionTime = p.now.DeepCopy()
+	}
+}
+
+// failValidation fails a job that can never run: v1 would have rejected it at
+// admission. Failing it (rather than waiting for a fix) also tells Kueue the
+// workload is finished, so it does not hold quota.
+func (p *pass) failValidation(err error) {
+	p.fail(legacy.ReasonFailedValidation, legacy.MsgFailedValidation(p.job, err))
+	p.out.Requeue = ttl.Remaining(legacy.Defaulted(p.job).Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time)
+}
+
+// finished handles a succeeded or failed job: v1 moves still-active replicas
+// of a succeeded job to succeeded, applies cleanPodPolicy, then the TTL.
+func (p *pass) finished(obs *observe.Observed) {
+	d := legacy.Defaulted(p.job)
+	if legacy.IsTrue(p.status, kubeflowv1.JobSucceeded) {
+		succeedActive(p.status)
+	}
+	p.out.Delete = cleanUp(d, obs)
+	del, left := ttl.Expire(p.job, d.Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time)
+	if del != nil {
+		p.out.Delete = append(p.out.Delete, del)
+	}
+	p.out.Requeue = left
+}
+
+// succeedActive moves active counts to succeeded, as v1 did once a job succeeded.
+func succeedActive(status *kubeflowv1.JobStatus) {
+	for _, rs := range status.ReplicaStatuses {
+		if rs != nil {
+			rs.Succeeded += rs.Active
+			rs.Active = 0
+		}
+	}
+}

@@ -1,0 +1,101 @@
+// Package trainjob plugs TrainJobs into the generic reconciler
+// (pkg/controller/jobframework): a TrainJob resolves to its runtime (the
+// snapshot kept on its JobSet, else the live TrainingRuntime or
+// ClusterTrainingRuntime) and the runtime plugins; its status follows, purely,
+// from what was observed of its children, pods and Kueue Workloads.
+package trainjob
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/validation"
+)
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+
+// Adapter is the TrainJob kind.
+type Adapter struct {
+	Framework *framework.Framework
+}
+
+var _ jobframework.Adapter = (*Adapter)(nil)
+
+// Kind implements jobframework.Adapter.
+func (*Adapter) Kind() string { return trainer.TrainJobKind }
+
+// New implements jobframework.Adapter.
+func (*Adapter) New() client.Object { return &trainer.TrainJob{} }
+
+// Ours implements jobframework.Adapter: a TrainJob managed by another
+// controller (MultiKueue) is left alone.
+func (*Adapter) Ours(o client.Object) bool {
+	m := o.(*trainer.TrainJob).Spec.ManagedBy
+	return m == nil || *m == trainer.TrainJobControllerName
+}
+
+// Plan implements jobframework.Adapter. A finished job, or one past its
+// deadline, gets no plan: it never gets a new JobSet.
+func (a *Adapter) Plan(ctx context.Context, r client.Reader, o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+	job := o.(*trainer.TrainJob)
+	if finished(&job.Status) {
+		return nil, nil
+	}
+	if at, ok := deadline(job, &job.Status); ok && !now.Before(at) {
+		return nil, nil
+	}
+	rt, err := runtimeFor(ctx, r, job, obs)
+	if err != nil {
+		return nil, err
+	}
+	return a.Render(job, rt)
+}
+
+// runtimeFor is the snapshot on the job's JobSet, else the live runtime (also
+// for a JobSet without a readable snapshot: made by an older version).
+func runtimeFor(ctx context.Context, r client.Reader, job *trainer.TrainJob, obs *observe.Observed) (*runtime.Runtime, error) {
+	if js := obs.JobSet(job.Name); js != nil {
+		if s, ok := js.Annotations[SnapshotAnnotation]; ok {
+			if rt, err := runtime.DecodeRuntime(s); err == nil {
+				return rt, nil
+			}
+		}
+	}
+	return runtime.Resolve(ctx, r, job)
+}
+
+// Render runs the pipeline and returns the plan, its JobSet annotated with the
+// runtime snapshot, so that later edits of the runtime never change the job.
+func (a *Adapter) Render(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Plan, error) {
+	// The admission webhook runs these checks too; running them here reports
+	// bad input in status when the webhook is not installed.
+	if errs := validation.ValidateTrainJob(nil, job); len(errs) > 0 {
+		return nil, &framework.InvalidError{Errs: errs}
+	}
+	p, err := a.Framework.Build(job, rt)
+	if err != nil {
+		return nil, err
+	}
+	if js := p.JobSet(); js != nil {
+		snap, err := rt.Encode()
+		if err != nil {
+			return nil, err
+		}
+		if js.Annotations == nil {
+			js.Annotations = map[string]string{}
+		}
+		js.Annotations[SnapshotAnnotation] = snap
+	}
+	return p, nil
+}

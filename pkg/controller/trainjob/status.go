@@ -1,0 +1,205 @@
+package trainjob
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/ttl"
+	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// pass collects what one Status call decides.
+type pass struct {
+	job    *trainer.TrainJob
+	status *trainer.TrainJobStatus
+	now    time.Time
+	out    jobframework.Outcome
+	record []func()
+}
+
+func (p *pass) event(kind, reason, action, format string, args ...any) {
+	p.out.Events = append(p.out.Events, jobframework.Event{Type: kind, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
+}
+
+// setCondition sets a condition with the job's generation and reports whether
+// anything but the observed generation changed.
+func (p *pass) setCondition(t string, s metav1.ConditionStatus, reason, msg string) bool {
+	return setCondition(p.status, p.job.Generation, t, s, reason, msg)
+}
+
+// fail reports an error the user must fix in Created=False (an event and a
+// metric when it is new).
+func (p *pass) createdFalse(reason, evReason, action string, err error) {
+	if p.setCondition(trainer.TrainJobCreated, metav1.ConditionFalse, reason, err.Error()) {
+		p.event(corev1.EventTypeWarning, evReason, action, "%v", err)
+		p.record = append(p.record, func() { metrics.Errors.WithLabelValues(reason).Inc() })
+	}
+}
+
+// Status implements jobframework.Adapter: the TrainJob's new status from what
+// was observed and what syncing its plan did. Errors the user must fix are
+// reported in status and not retried (a change of the TrainJob or its runtime
+// triggers a new pass); API errors are reported and retried with backoff.
+func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
+	job := o.(*trainer.TrainJob)
+	updated := job.DeepCopy()
+	p := &pass{job: job, status: &updated.Status, now: now}
+	p.out.Job = updated
+	a.status(p, obs, sync)
+	if !p.out.DeferStatus {
+		oldPhase, newPhase := job.Status.Phase, p.status.Phase
+		if newPhase != oldPhase {
+			p.record = append(p.record, func() { metrics.Transitions.WithLabelValues(string(newPhase)).Inc() })
+		}
+	}
+	record := p.record
+	p.out.Record = func() {
+		for _, f := range record {
+			f()
+		}
+	}
+	return p.out
+}
+
+func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync) {
+	job, status, now := p.job, p.status, p.now
+	js := obs.JobSet(job.Name)
+
+	// 1. A finished job only follows its JobSet's counts; it never gets a new
+	// one. Past its TTL it is deleted, and its JobSet with it.
+	if finished(status) {
+		a.Framework.Status(job, obs, status)
+		summarize(job, js, obs, status, now)
+		p.expire()
+		return
+	}
+
+	// 2. Past its deadline a job fails, and its JobSet goes.
+	if at, ok := deadline(job, status); ok && !now.Before(at) {
+		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")
+		p.event(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
+		if js != nil {
+			p.out.Delete = append(p.out.Delete, js)
+		}
+		summarize(job, nil, obs, status, now)
+		p.expire()
+		return
+	}
+
+	// 3. What planning and syncing the JobSet did.
+	after := &observe.Observed{Children: sync.Result.Children, Pods: obs.Pods, Workloads: obs.Workloads, KueueServed: obs.KueueServed}
+	if after.Children == nil {
+		after.Children = obs.Children
+	}
+	p.synced(after.JobSet(job.Name), sync)
+
+	// 4. Suspension, and what the children report.
+	if changed, suspended := setSuspended(job, status); changed {
+		if suspended {
+			p.event(corev1.EventTypeNormal, EventSuspended, "Suspend", "TrainJob is suspended")
+		} else {
+			p.event(corev1.EventTypeNormal, EventResumed, "Resume", "TrainJob is resumed")
+		}
+	}
+	wasComplete := condTrue(status, trainer.TrainJobComplete)
+	wasFailed := condTrue(status, trainer.TrainJobFailed)
+	a.Framework.Status(job, after, status)
+	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobComplete); !wasComplete && c != nil && c.Status == metav1.ConditionTrue {
+		p.event(corev1.EventTypeNormal, EventCompleted, "Complete", "TrainJob completed: %s", c.Message)
+	}
+	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed); !wasFailed && c != nil && c.Status == metav1.ConditionTrue {
+		p.event(corev1.EventTypeWarning, EventFailed, "Fail", "TrainJob failed (%s): %s", c.Reason, c.Message)
+	}
+	summarize(job, after.JobSet(job.Name), after, status, now)
+	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
+		p.event(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
+	}
+	if status.Phase == trainer.TrainJobRunning && job.Status.Phase != trainer.TrainJobRunning {
+		p.event(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
+		pending := now.Sub(pendingSince(job, status)).Seconds()
+		p.record = append(p.record, func() { metrics.TimePending.Observe(pending) })
+	}
+
+	switch at, ok := deadline(job, status); {
+	case finished(status) && job.Spec.TTLSecondsAfterFinished != nil:
+		// This pass writes the final status; the next one deletes the job once
+		// its TTL has passed. (The controller's own status write wakes nothing.)
+		p.out.Requeue = max(ttl.Remaining(job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now), time.Millisecond)
+	case ok && !finished(status):
+		p.out.Requeue = at.Sub(now)
+	}
+}
+
+// synced sets Created and its events from what planning and syncing did.
+func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
+	job, status := p.job, p.status
+	err := sync.Err
+	switch {
+	case err == nil:
+		if js != nil {
+			// The event goes with the status that first says Created, so that it
+			// is sent once, even if the manager dies between the two writes.
+			if !condTrue(status, trainer.TrainJobCreated) {
+				p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
+			}
+			p.setCondition(trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason,
+				fmt.Sprintf("JobSet %s runs this TrainJob", js.Name))
+		}
+		switch sync.Result.Action(observe.JobSetKind, job.Name) {
+		case childsync.Created:
+			// The pass that created the JobSet leaves the status write to the
+			// pass the JobSet's creation event brings (at child priority):
+			// under a burst of submissions, new TrainJobs get their JobSets
+			// first, and each job's first status write coalesces with its
+			// JobSet's first status.
+			p.out.DeferStatus = true
+			since := p.now.Sub(job.CreationTimestamp.Time).Seconds()
+			p.record = append(p.record, func() { metrics.TimeToJobSet.Observe(since) })
+		case childsync.Recreated:
+			p.event(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
+		case childsync.Updated:
+			p.event(corev1.EventTypeNormal, EventJobSetUpdated, "Update", "Updated suspended JobSet %s", js.Name)
+		}
+	case errors.Is(err, runtime.ErrUnsupported):
+		// Terminal, as in the Kubeflow API: the reference can never resolve.
+		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, err.Error())
+		p.event(corev1.EventTypeWarning, EventRuntimeNotSupport, "Fail", "%v", err)
+	case errors.Is(err, runtime.ErrNotFound):
+		p.createdFalse(trainer.TrainJobRuntimeNotFound, EventRuntimeNotFound, "Resolve", err)
+	case framework.IsInvalid(err):
+		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
+	case errors.Is(err, childsync.ErrNotOwned):
+		p.createdFalse(trainer.TrainJobApplyFailedReason, EventJobSetNotOwned, "Build", err)
+	case errors.Is(err, childsync.ErrKindNotServed):
+		p.createdFalse(trainer.TrainJobApplyFailedReason, EventKindNotServed, "Apply", err)
+	default:
+		// Transient (API errors, conflicts): say so in status, and retry with backoff.
+		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+			p.createdFalse(trainer.TrainJobApplyFailedReason, EventApplyFailed, "Apply", err)
+		}
+		p.out.Retry = err
+	}
+}
+
+// expire deletes a finished job past its TTL, or says when to look again.
+func (p *pass) expire() {
+	del, left := ttl.Expire(p.job, p.job.Spec.TTLSecondsAfterFinished, p.status.CompletionTime, p.now)
+	if del != nil {
+		p.out.Delete = append(p.out.Delete, del)
+	}
+	p.out.Requeue = left
+}

@@ -72,18 +72,7 @@ func NewRuntime(kind, namespace, name string, labels map[string]string, spec tra
 // trainerContainer is the "node" container of the replicated job labelled as the
 // trainer step.
 func trainerContainer(spec *trainer.TrainingRuntimeSpec) *corev1.Container {
-	name := runtime.AncestorJob(&spec.Template.Spec, trainer.AncestorTrainer)
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if rj.Name != name {
-			continue
-		}
-		for i, c := range rj.Template.Spec.Template.Spec.Containers {
-			if c.Name == trainer.NodeContainer {
-				return &rj.Template.Spec.Template.Spec.Containers[i]
-			}
-		}
-	}
-	return nil
+	return runtime.TrainerContainer(&spec.Template.Spec)
 }
 
 // ListRuntimes lists the ClusterTrainingRuntimes and the namespace's

@@ -74,21 +74,46 @@ func (i *Info) Container(rjob, name string) *corev1.Container {
 }
 
 // TrainerContainer returns the "node" container of the trainer job, or nil.
-func (i *Info) TrainerContainer() *corev1.Container {
-	if i.TrainerJob == "" {
-		return nil
-	}
-	return i.Container(i.TrainerJob, trainer.NodeContainer)
-}
+func (i *Info) TrainerContainer() *corev1.Container { return TrainerContainer(&i.Spec) }
 
 // AncestorJob returns the name of the replicated job labelled with this ancestor step.
 func AncestorJob(spec *jobsetv1alpha2.JobSetSpec, ancestor string) string {
-	for _, rj := range spec.ReplicatedJobs {
-		if rj.Template.Labels[trainer.AncestorLabel] == ancestor {
-			return rj.Name
-		}
+	if rj := ancestorJob(spec, ancestor); rj != nil {
+		return rj.Name
 	}
 	return ""
+}
+
+func ancestorJob(spec *jobsetv1alpha2.JobSetSpec, ancestor string) *jobsetv1alpha2.ReplicatedJob {
+	for k := range spec.ReplicatedJobs {
+		if spec.ReplicatedJobs[k].Template.Labels[trainer.AncestorLabel] == ancestor {
+			return &spec.ReplicatedJobs[k]
+		}
+	}
+	return nil
+}
+
+// TrainerJob returns the replicated job labelled as the trainer step of a
+// JobSet spec (a runtime's template, or a rendered JobSet), or nil. It is the
+// one place that finds the trainer.
+func TrainerJob(spec *jobsetv1alpha2.JobSetSpec) *jobsetv1alpha2.ReplicatedJob {
+	return ancestorJob(spec, trainer.AncestorTrainer)
+}
+
+// TrainerContainer returns the "node" container of a JobSet spec's trainer
+// job, or nil.
+func TrainerContainer(spec *jobsetv1alpha2.JobSetSpec) *corev1.Container {
+	rj := TrainerJob(spec)
+	if rj == nil {
+		return nil
+	}
+	cs := rj.Template.Spec.Template.Spec.Containers
+	for k := range cs {
+		if cs[k].Name == trainer.NodeContainer {
+			return &cs[k]
+		}
+	}
+	return nil
 }
 
 // NewInfo builds the working copy for a TrainJob from a runtime: the template is

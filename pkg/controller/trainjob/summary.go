@@ -22,11 +22,8 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 	var numNodes, ready, succeeded int32
 	trainerJob := ""
 	if js != nil {
-		trainerJob = trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
-		for _, rj := range js.Spec.ReplicatedJobs {
-			if rj.Name == trainerJob {
-				numNodes = ptr.Deref(rj.Template.Spec.Parallelism, 1)
-			}
+		if rj := trruntime.TrainerJob(&js.Spec); rj != nil {
+			trainerJob, numNodes = rj.Name, ptr.Deref(rj.Template.Spec.Parallelism, 1)
 		}
 	}
 	podReason, podMessage := "WaitingForPods", ""
@@ -114,15 +111,13 @@ func pendingSince(job *trainer.TrainJob, status *trainer.TrainJobStatus) time.Ti
 // allReady: the trainer's replicated job reports all its Jobs ready (JobSet
 // counts a Job ready when all its pods are ready or done).
 func allReady(js *jobsetv1alpha2.JobSet) bool {
-	trainerJob := trruntime.AncestorJob(&js.Spec, trainer.AncestorTrainer)
-	for _, rj := range js.Spec.ReplicatedJobs {
-		if rj.Name != trainerJob {
-			continue
-		}
-		for _, s := range js.Status.ReplicatedJobsStatus {
-			if s.Name == rj.Name {
-				return s.Ready+s.Succeeded >= max(rj.Replicas, 1)
-			}
+	rj := trruntime.TrainerJob(&js.Spec)
+	if rj == nil {
+		return false
+	}
+	for _, s := range js.Status.ReplicatedJobsStatus {
+		if s.Name == rj.Name {
+			return s.Ready+s.Succeeded >= max(rj.Replicas, 1)
 		}
 	}
 	return false

@@ -41,11 +41,11 @@ const (
 	ManagedBy = "trainyard"
 )
 
-// ErrNotOwned: a child with the planned name exists but belongs to someone
+// ErrNotOwned means a child with the planned name exists but belongs to someone
 // else. It is never touched.
 var ErrNotOwned = errors.New("child not owned")
 
-// ErrKindNotServed: the plan has a child whose kind the cluster does not serve
+// ErrKindNotServed means the plan has a child whose kind the cluster does not serve
 // (its CRD was not installed when the manager started).
 var ErrKindNotServed = errors.New("kind not served")
 

@@ -12,10 +12,10 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
-// ErrNotFound: the referenced runtime does not exist (yet).
+// ErrNotFound means the referenced runtime does not exist (yet).
 var ErrNotFound = errors.New("runtime not found")
 
-// ErrUnsupported: the reference is to a kind Trainyard cannot run.
+// ErrUnsupported means the reference is to a kind Trainyard cannot run.
 var ErrUnsupported = errors.New("unsupported runtime")
 
 // Resolve reads the live runtime a TrainJob refers to. Errors wrap ErrNotFound

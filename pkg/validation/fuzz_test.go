@@ -57,7 +57,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, newJSON, oldJSON []byte) {
+	f.Fuzz(func(_ *testing.T, newJSON, oldJSON []byte) {
 		var job, old trainer.TrainJob
 		if json.Unmarshal(newJSON, &job) != nil {
 			return
@@ -86,7 +86,7 @@ func FuzzValidateRuntimeSpec(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(_ *testing.T, data []byte) {
 		var spec trainer.TrainingRuntimeSpec
 		if json.Unmarshal(data, &spec) != nil {
 			return

@@ -59,11 +59,11 @@ func deadline(job *trainer.TrainJob, status *trainer.TrainJobStatus) (time.Time,
 
 // truncate keeps condition messages within the API's 32 KiB limit.
 func truncate(s string) string {
-	const max = 4096
-	if len(s) <= max {
+	const limit = 4096
+	if len(s) <= limit {
 		return s
 	}
-	return s[:max-3] + "..."
+	return s[:limit-3] + "..."
 }
 
 // FindCondition returns the condition of type t of a TrainJob, or nil.

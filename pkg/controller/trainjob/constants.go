@@ -6,9 +6,6 @@ const (
 	// SnapshotAnnotation on a JobSet holds the runtime it was rendered from, so
 	// that later edits of the runtime never change this TrainJob.
 	SnapshotAnnotation = "trainyard.io/runtime-snapshot"
-
-	// runtimeRefIndex indexes TrainJobs by "<kind>/<name>" of their runtime.
-	runtimeRefIndex = "spec.runtimeRef"
 )
 
 // Event reasons.

@@ -28,10 +28,12 @@ func msgCreated(job *kubeflowv1.PyTorchJob) string {
 	return fmt.Sprintf("PyTorchJob %s is created.", job.Name)
 }
 
-// MsgSuspended and MsgResumed are the Suspended condition's messages.
+// MsgSuspended is the Suspended condition's message while suspended.
 func MsgSuspended(job *kubeflowv1.PyTorchJob) string {
 	return fmt.Sprintf("PyTorchJob %s is suspended.", job.Name)
 }
+
+// MsgResumed is the Suspended condition's message once resumed.
 func MsgResumed(job *kubeflowv1.PyTorchJob) string {
 	return fmt.Sprintf("PyTorchJob %s is resumed.", job.Name)
 }

@@ -47,7 +47,7 @@ func MakeTrainJob(ns, name string) *TrainJobWrapper {
 }
 
 // Obj returns a deep copy of the TrainJob built so far.
-func (w *TrainJobWrapper) Obj() *trainer.TrainJob { return w.TrainJob.DeepCopy() }
+func (w *TrainJobWrapper) Obj() *trainer.TrainJob { return w.DeepCopy() }
 
 // RuntimeRef sets spec.runtimeRef (kind "" leaves the kind unset).
 func (w *TrainJobWrapper) RuntimeRef(kind, name string) *TrainJobWrapper {

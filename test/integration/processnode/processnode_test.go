@@ -74,7 +74,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	certs, err := makeCerts(filepath.Join(dir, "pki"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -233,7 +233,7 @@ func kubeletLogs(t *testing.T, ns, pod, container, query string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
@@ -266,7 +266,7 @@ func TestNodeRegistered(t *testing.T) {
 	// The kubelet API requires a client certificate of the cluster CA.
 	plain := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	if resp, err := plain.Get(fmt.Sprintf("https://127.0.0.1:%d/pods", agent.Port())); err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		t.Errorf("kubelet API answered %s without a client certificate", resp.Status)
 	}
 }
@@ -413,7 +413,7 @@ s = socket.create_connection(("srv-b.grp", 29500), timeout=5); s.send(b"cli"); p
 	if p.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("client: %s: %s", p.Status.Phase, kubeletLogs(t, ns, "cli", "c", ""))
 	}
-	waitPod(t, ctx, ns, "srv-b", "got the connection", func(p *corev1.Pod) bool {
+	waitPod(t, ctx, ns, "srv-b", "got the connection", func(*corev1.Pod) bool {
 		return strings.Contains(kubeletLogs(t, ns, "srv-b", "c", ""), "hello from "+cli.Status.PodIP)
 	})
 

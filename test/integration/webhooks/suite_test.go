@@ -39,8 +39,6 @@ func ctx() context.Context { return context.Background() }
 
 func newNamespace(t *testing.T) string { return framework.NewNamespace(t, env.Client, "wh") }
 
-func eventually(t *testing.T, fn func() error) { t.Helper(); framework.Eventually(t, fn) }
-
 // runtimeSpec is a torch runtime with a trainer job "node" (container node and a
 // sidecar "logger") and a dataset-initializer job.
 func runtimeSpec() trainer.TrainingRuntimeSpec {

@@ -36,9 +36,9 @@ const (
 type Mode string
 
 const (
-	// ModeTrainJob: Kueue's TrainJob integration manages TrainJobs.
+	// ModeTrainJob means Kueue's TrainJob integration manages TrainJobs.
 	ModeTrainJob Mode = "trainjob"
-	// ModeJobSet: Kueue manages the child JobSets.
+	// ModeJobSet means Kueue manages the child JobSets.
 	ModeJobSet Mode = "jobset"
 )
 

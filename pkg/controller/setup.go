@@ -10,7 +10,6 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -38,13 +37,8 @@ const SnapshotAnnotation = trainjob.SnapshotAnnotation
 // runtimeRefIndex indexes TrainJobs by "<kind>/<name>" of their runtime.
 const runtimeRefIndex = "spec.runtimeRef"
 
-// Options tune the controller.
-type Options struct {
-	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
-	MaxConcurrentReconciles int
-	// Clock decides deadlines; the real clock when nil.
-	Clock clock.PassiveClock
-}
+// Options tune the TrainJob controller.
+type Options = jobframework.Options
 
 // CacheOptions are the manager's cache settings for every job kind's
 // children (see jobframework.CacheOptions); extra are child kinds of plugins
@@ -87,11 +81,10 @@ func SetupWithManager(mgr ctrl.Manager, fw *framework.Framework, opts Options) e
 	}
 	c := mgr.GetClient()
 	_, err := jobframework.SetupWithManager(mgr, jobframework.Config{
-		Adapter:                 &trainjob.Adapter{Framework: fw},
-		Owns:                    fw.Owns(),
-		Name:                    "trainjob",
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		Clock:                   opts.Clock,
+		Options: opts,
+		Adapter: &trainjob.Adapter{Framework: fw},
+		Owns:    fw.Owns(),
+		Name:    "trainjob",
 		// The controller's own status writes need no second pass: only a
 		// change of spec, labels or annotations (Kueue's admission, suspend)
 		// wakes a TrainJob; its children's events do the rest.

@@ -39,13 +39,18 @@ var (
 		Name: "trainyard_trainjob_phase_transitions_total",
 		Help: "TrainJob phase changes, by the phase entered.",
 	}, []string{"phase"})
+	// PyTorchJobConditionTransitions counts PyTorchJob conditions turning True, by type.
+	PyTorchJobConditionTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainyard_pytorchjob_condition_transitions_total",
+		Help: "PyTorchJob conditions turning True (Created, Running, Restarting, Succeeded, Failed, Suspended), by type.",
+	}, []string{"type"})
 )
 
 // Register adds Trainyard's metrics, including a collector that counts
 // TrainJobs by phase from the manager's cache at scrape time (so the gauge
 // never drifts from the objects).
 func Register(reader client.Reader) {
-	crmetrics.Registry.MustRegister(TimeToJobSet, TimePending, Errors, Transitions, &byPhase{reader: reader})
+	crmetrics.Registry.MustRegister(TimeToJobSet, TimePending, Errors, Transitions, PyTorchJobConditionTransitions, &byPhase{reader: reader})
 }
 
 var phaseDesc = prometheus.NewDesc("trainyard_trainjobs", "TrainJobs by phase.", []string{"phase"}, nil)

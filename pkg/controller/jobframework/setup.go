@@ -28,18 +28,23 @@ import (
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
+// Options tune the controller of a job kind.
+type Options struct {
+	// MaxConcurrentReconciles is the number of jobs reconciled at once.
+	MaxConcurrentReconciles int
+	// Clock decides deadlines and TTLs; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
 // Config wires one job kind into a controller.
 type Config struct {
+	Options
 	// Adapter is the job kind.
 	Adapter Adapter
 	// Owns are the child kinds the kind's plugins emit (framework.Owns).
 	Owns []client.Object
 	// Name names the controller (and its event recorder).
 	Name string
-	// MaxConcurrentReconciles is the number of jobs reconciled at once.
-	MaxConcurrentReconciles int
-	// Clock decides deadlines and TTLs; the real clock when nil.
-	Clock clock.PassiveClock
 	// For filters the job's own events (nil: every change).
 	For []predicate.Predicate
 	// Watch adds the kind's own watches (runtimes, ...).

@@ -46,7 +46,10 @@ const (
 const notOwnedRetry = time.Minute
 
 // Adapter is the PyTorchJob kind.
-type Adapter struct{}
+type Adapter struct {
+	// Framework is the PyTorchJob pipeline (legacy.NewFramework), built once.
+	Framework *framework.Framework
+}
 
 var _ jobframework.Adapter = Adapter{}
 
@@ -71,7 +74,7 @@ func passTime(now time.Time) metav1.Time { return metav1.NewTime(now.Truncate(ti
 // Plan implements jobframework.Adapter: nothing for a finished job, one that
 // fails validation, or one past its deadline; else the plan of Services and
 // JobSet for the defaulted job.
-func (Adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *observe.Observed, now time.Time) (*plan.Plan, error) {
+func (a Adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *observe.Observed, now time.Time) (*plan.Plan, error) {
 	job := o.(*kubeflowv1.PyTorchJob)
 	if legacy.IsFinished(&job.Status) {
 		return nil, nil
@@ -87,7 +90,7 @@ func (Adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *obse
 	if at, ok := deadline(d, st); ok && !suspended && !t.Before(&metav1.Time{Time: at}) {
 		return nil, nil
 	}
-	return legacy.Build(d)
+	return legacy.Build(a.Framework, d)
 }
 
 // startRun sets startTime the way v1 did: a resumed job counts its deadline

@@ -2,28 +2,20 @@ package pytorchjob
 
 import (
 	"fmt"
-	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/metrics"
 )
 
-// Options tune the controller.
-type Options struct {
-	// MaxConcurrentReconciles is the number of PyTorchJobs reconciled at once.
-	MaxConcurrentReconciles int
-	// Clock decides deadlines and TTLs; the real clock when nil.
-	Clock clock.PassiveClock
-}
+// Options tune the PyTorchJob controller.
+type Options = jobframework.Options
 
 // SetupWithManager registers the PyTorchJob controller on the generic
 // reconciler. The manager's scheme must include kubeflow.org/v1
@@ -41,31 +33,24 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 		return fmt.Errorf("looking up the PyTorchJob API: %w", err)
 	}
-	registerMetrics.Do(func() { crmetrics.Registry.MustRegister(conditionTransitions) })
-	_, err := jobframework.SetupWithManager(mgr, jobframework.Config{
-		Adapter:                 Adapter{},
-		Owns:                    legacy.Owned(),
-		Name:                    "pytorchjob",
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		Clock:                   opts.Clock,
+	fw, err := legacy.NewFramework()
+	if err != nil {
+		return fmt.Errorf("registering PyTorchJob plugins: %w", err)
+	}
+	_, err = jobframework.SetupWithManager(mgr, jobframework.Config{
+		Options: opts,
+		Adapter: Adapter{Framework: fw},
+		Owns:    fw.Owns(),
+		Name:    "pytorchjob",
 	})
 	return err
 }
-
-var (
-	registerMetrics sync.Once
-	// conditionTransitions counts conditions turning True, by type.
-	conditionTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainyard_pytorchjob_condition_transitions_total",
-		Help: "PyTorchJob conditions turning True (Created, Running, Restarting, Succeeded, Failed, Suspended), by type.",
-	}, []string{"type"})
-)
 
 // recordTransitions counts the conditions that are True now and were not before.
 func recordTransitions(old, cur *kubeflowv1.JobStatus) {
 	for _, c := range cur.Conditions {
 		if c.Status == corev1.ConditionTrue && !legacy.IsTrue(old, c.Type) {
-			conditionTransitions.WithLabelValues(string(c.Type)).Inc()
+			metrics.PyTorchJobConditionTransitions.WithLabelValues(string(c.Type)).Inc()
 		}
 	}
 }

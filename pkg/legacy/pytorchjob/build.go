@@ -11,37 +11,36 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
-// Plugins are the PyTorchJob pipeline's plugins, in the order they run: the v1
-// environment (ML-policy point), then the Services and the shared JobSet
-// plugin (build point; the Services come first in the plan, so that they
-// exist before any pod looks its master up). The TrainJob plugins for
-// resources, torch and gang scheduling are not used: a PyTorchJob brings
-// complete pod templates, v1's environment replaces the torch plugin's, and
-// Kueue queues the PyTorchJob itself, never its JobSet.
-func Plugins(job *kubeflowv1.PyTorchJob) []framework.Plugin {
-	return []framework.Plugin{NewEnvPlugin(job), NewServicesPlugin(job), &jobset.JobSet{HostNamesFromTemplate: true}}
+// Plugins are the PyTorchJob pipeline's plugins, in the order they run: the
+// Services and the shared JobSet plugin (build point; the Services come first
+// in the plan, so that they exist before any pod looks its master up). v1's
+// environment is part of the runtime conversion (ToRuntime). The TrainJob
+// plugins for resources, torch and gang scheduling are not used: a PyTorchJob
+// brings complete pod templates, v1's environment replaces the torch
+// plugin's, and Kueue queues the PyTorchJob itself, never its JobSet.
+func Plugins() []framework.Plugin {
+	return []framework.Plugin{NewServicesPlugin(), &jobset.JobSet{HostNamesFromTemplate: true}}
 }
+
+// NewFramework returns the PyTorchJob pipeline, built once by its controller.
+func NewFramework() (*framework.Framework, error) { return framework.New(Plugins()...) }
 
 // Owned lists the child kinds a PyTorchJob's plan has.
 func Owned() []client.Object {
-	fw, err := framework.New(Plugins(&kubeflowv1.PyTorchJob{})...)
+	fw, err := NewFramework()
 	if err != nil {
 		return nil
 	}
 	return fw.Owns()
 }
 
-// Build runs the pipeline for a defaulted, valid PyTorchJob and returns its
-// plan: its Services, then its JobSet. Input the pipeline rejects is returned
-// as a *framework.InvalidError.
-func Build(job *kubeflowv1.PyTorchJob) (*plan.Plan, error) {
+// Build runs the pipeline fw (NewFramework) for a defaulted, valid PyTorchJob
+// and returns its plan: its Services, then its JobSet. Input the pipeline
+// rejects is returned as a *framework.InvalidError.
+func Build(fw *framework.Framework, job *kubeflowv1.PyTorchJob) (*plan.Plan, error) {
 	rt, err := ToRuntime(job)
 	if err != nil {
 		return nil, fmt.Errorf("converting PyTorchJob %s: %w", job.Name, err)
-	}
-	fw, err := framework.New(Plugins(job)...)
-	if err != nil {
-		return nil, fmt.Errorf("registering PyTorchJob plugins: %w", err)
 	}
 	p, err := fw.Build(ToTrainJob(job), rt)
 	if err != nil {

@@ -24,7 +24,11 @@ type built struct {
 
 func build(t *testing.T, job *kubeflowv1.PyTorchJob) *built {
 	t.Helper()
-	p, err := Build(Defaulted(job))
+	fw, err := NewFramework()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(fw, Defaulted(job))
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}

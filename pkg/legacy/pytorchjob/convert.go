@@ -121,6 +121,9 @@ func replicatedJob(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, rs 
 
 	pod := *rs.Template.DeepCopy()
 	pod.Labels = mergeLabels(pod.Labels, labels)
+	if err := withEnv(job, rtype, index, &pod.Spec); err != nil {
+		return jobsetv1alpha2.ReplicatedJob{}, fmt.Errorf("replicated job %s: %w", name, err)
+	}
 	if pod.Spec.Hostname == "" {
 		pod.Spec.Hostname = ReplicaName(job.Name, rtype, index)
 	}

@@ -8,53 +8,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
-// EnvPluginName is the name of the plugin that sets v1's environment.
-const EnvPluginName = "PyTorchJobV1Env"
-
-// EnvPlugin gives every container of every pod the environment
-// training-operator v1.9 gave it, appended after the container's own variables
-// in v1's order. It runs at the ML-policy extension point.
-type EnvPlugin struct {
-	job *kubeflowv1.PyTorchJob
-}
-
-var _ framework.MLPolicyPlugin = (*EnvPlugin)(nil)
-
-// NewEnvPlugin returns the plugin for one defaulted PyTorchJob.
-func NewEnvPlugin(job *kubeflowv1.PyTorchJob) *EnvPlugin { return &EnvPlugin{job: job} }
-
-// Name implements framework.Plugin.
-func (*EnvPlugin) Name() string { return EnvPluginName }
-
-// EnforceMLPolicy implements framework.MLPolicyPlugin.
-func (p *EnvPlugin) EnforceMLPolicy(info *runtime.Info, _ *trainer.TrainJob) error {
-	for k := range info.Spec.ReplicatedJobs {
-		rj := &info.Spec.ReplicatedJobs[k]
-		rtype, ok := ReplicaTypeOf(rj.Template.Labels[kubeflowv1.ReplicaTypeLabel])
-		if !ok {
-			return fmt.Errorf("replicated job %s has no valid %s label", rj.Name, kubeflowv1.ReplicaTypeLabel)
-		}
-		index := -1
-		if s, ok := rj.Template.Labels[kubeflowv1.ReplicaIndexLabel]; ok {
-			i, err := strconv.Atoi(s)
-			if err != nil {
-				return fmt.Errorf("replicated job %s: bad %s label %q: %w", rj.Name, kubeflowv1.ReplicaIndexLabel, s, err)
-			}
-			index = i
-		}
-		env, err := Env(p.job, rtype, index)
-		if err != nil {
-			return fmt.Errorf("replicated job %s: %w", rj.Name, err)
-		}
-		pod := &rj.Template.Spec.Template.Spec
-		for c := range pod.Containers {
-			pod.Containers[c].Env = append(pod.Containers[c].Env, env...)
-		}
+// withEnv gives every container of a replica's pod the environment
+// training-operator v1.9 gave it, appended after the container's own
+// variables in v1's order. It is part of converting the job into its runtime:
+// v1's environment follows from the v1 spec alone, as a runtime template's
+// does from the runtime.
+func withEnv(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, index int, pod *corev1.PodSpec) error {
+	env, err := Env(job, rtype, index)
+	if err != nil {
+		return err
+	}
+	for c := range pod.Containers {
+		pod.Containers[c].Env = append(pod.Containers[c].Env, env...)
 	}
 	return nil
 }

@@ -23,9 +23,7 @@ const ServicesPluginName = "PyTorchJobServices"
 // and the elastic rendezvous host (<job>-worker-0) resolve. Not-ready pods are
 // published: the master must be reachable while the workers wait for it, long
 // before any readiness probe passes.
-type ServicesPlugin struct {
-	job *kubeflowv1.PyTorchJob
-}
+type ServicesPlugin struct{}
 
 var (
 	_ framework.BuildPlugin = (*ServicesPlugin)(nil)
@@ -37,8 +35,9 @@ var (
 // Owns implements framework.OwnerPlugin.
 func (*ServicesPlugin) Owns() []client.Object { return []client.Object{&corev1.Service{}} }
 
-// NewServicesPlugin returns the plugin for one defaulted PyTorchJob.
-func NewServicesPlugin(job *kubeflowv1.PyTorchJob) *ServicesPlugin { return &ServicesPlugin{job: job} }
+// NewServicesPlugin returns the plugin. It reads each replica's role, index
+// and master mark from the labels conversion put on its pod template.
+func NewServicesPlugin() *ServicesPlugin { return &ServicesPlugin{} }
 
 // Name implements framework.Plugin.
 func (*ServicesPlugin) Name() string { return ServicesPluginName }
@@ -47,7 +46,7 @@ func (*ServicesPlugin) Name() string { return ServicesPluginName }
 // pytorch container of the replica, as the pipeline left it. A Service is
 // created once and then left as it is (its ports follow the job's spec, which
 // does not change).
-func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
+func (p *ServicesPlugin) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
 	var out []plan.Child
 	for _, rj := range info.Spec.ReplicatedJobs {
 		rtype, ok := ReplicaTypeOf(rj.Template.Labels[kubeflowv1.ReplicaTypeLabel])
@@ -63,22 +62,22 @@ func (p *ServicesPlugin) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.
 		if err != nil {
 			return nil, err
 		}
-		sel := SelectorLabels(p.job.Name)
+		sel := SelectorLabels(job.Name)
 		sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
 		sel[kubeflowv1.ReplicaIndexLabel] = s
-		out = append(out, plan.CreateOnce(p.service(rtype, i, sel, ports)))
+		isMaster := rj.Template.Spec.Template.Labels[kubeflowv1.JobRoleLabel] == MasterRole
+		out = append(out, plan.CreateOnce(service(job, rtype, i, isMaster, sel, ports)))
 	}
 	return out, nil
 }
 
-func (p *ServicesPlugin) service(rtype kubeflowv1.ReplicaType, index int, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
-	isMaster := rtype == kubeflowv1.PyTorchJobReplicaTypeMaster || (!HasMaster(p.job) && index == 0)
+func service(job *trainer.TrainJob, rtype kubeflowv1.ReplicaType, index int, isMaster bool, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ReplicaName(p.job.Name, rtype, index),
-			Namespace: p.job.Namespace,
-			Labels:    PodLabels(p.job.Name, rtype, index, isMaster),
+			Name:      ReplicaName(job.Name, rtype, index),
+			Namespace: job.Namespace,
+			Labels:    PodLabels(job.Name, rtype, index, isMaster),
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,

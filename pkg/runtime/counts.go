@@ -5,6 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// The counts of a TrainJob: processes per node and nodes, one rule each.
+
 // Process-count words numProcPerNode accepts besides an integer (v2.1 form).
 const (
 	ProcAuto = "auto"
@@ -27,4 +29,13 @@ func CheckNumProcPerNode(path *field.Path, v intstr.IntOrString) *field.Error {
 		return nil
 	}
 	return field.NotSupported(path, v.StrVal, []string{ProcAuto, ProcCPU, ProcGPU, "an integer >= 1"})
+}
+
+// CheckNumNodes is the one rule for a node count (spec.trainer.numNodes,
+// mlPolicy.numNodes, the count a TrainJob resolves to): at least 1.
+func CheckNumNodes(path *field.Path, n int32) *field.Error {
+	if n < 1 {
+		return field.Invalid(path, n, "must be at least 1")
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
@@ -64,8 +65,10 @@ func ValidateRuntimeSpec(fw *framework.Framework, spec *trainer.TrainingRuntimeS
 		errs = append(errs, field.Required(rjPath, "a runtime needs at least one replicated job"))
 	}
 	if mp := spec.MLPolicy; mp != nil {
-		if mp.NumNodes != nil && *mp.NumNodes < 1 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "mlPolicy", "numNodes"), *mp.NumNodes, "must be at least 1"))
+		if mp.NumNodes != nil {
+			if err := runtime.CheckNumNodes(field.NewPath("spec", "mlPolicy", "numNodes"), *mp.NumNodes); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return warnings, errs

@@ -44,8 +44,10 @@ func ValidateTrainJob(oldJob, job *trainer.TrainJob) field.ErrorList {
 	}
 	if t := job.Spec.Trainer; t != nil {
 		tp := spec.Child("trainer")
-		if t.NumNodes != nil && *t.NumNodes < 1 {
-			errs = append(errs, field.Invalid(tp.Child("numNodes"), *t.NumNodes, "must be at least 1"))
+		if t.NumNodes != nil {
+			if err := runtime.CheckNumNodes(tp.Child("numNodes"), *t.NumNodes); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if v := t.NumProcPerNode; v != nil {
 			if err := runtime.CheckNumProcPerNode(tp.Child("numProcPerNode"), *v); err != nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -144,9 +145,16 @@ func statusOf(o client.Object) any {
 	return nil
 }
 
-// newList returns an empty list of a kind.
+// newList returns an empty list of a kind: typed when the scheme knows the
+// kind, unstructured otherwise (a CRD whose Go types Trainyard does not use).
 func (r *Reconciler) newList(gvk schema.GroupVersionKind) (client.ObjectList, error) {
-	o, err := r.client.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if !r.client.Scheme().Recognizes(listGVK) {
+		u := &unstructured.UnstructuredList{}
+		u.SetGroupVersionKind(listGVK)
+		return u, nil
+	}
+	o, err := r.client.Scheme().New(listGVK)
 	if err != nil {
 		return nil, fmt.Errorf("list type of %s: %w", gvk.Kind, err)
 	}

@@ -17,13 +17,17 @@ func finished(status *trainer.TrainJobStatus) bool {
 		meta.IsStatusConditionTrue(status.Conditions, trainer.TrainJobFailed)
 }
 
-// setCondition sets a condition and reports whether anything but the
-// observedGeneration changed.
-func setCondition(status *trainer.TrainJobStatus, gen int64, t string, s metav1.ConditionStatus, reason, msg string) bool {
+// setCondition sets a condition, stamping a transition with now (the pass's
+// clock, not the wall clock), and reports whether anything but the
+// observedGeneration changed. The message is compared as it is stored
+// (truncated), so a long message is not a change on every pass.
+func setCondition(status *trainer.TrainJobStatus, gen int64, now time.Time, t string, s metav1.ConditionStatus, reason, msg string) bool {
+	msg = truncate(msg)
 	old := meta.FindStatusCondition(status.Conditions, t)
 	changed := old == nil || old.Status != s || old.Reason != reason || old.Message != msg
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: t, Status: s, Reason: reason, Message: truncate(msg), ObservedGeneration: gen,
+		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen,
+		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second)),
 	})
 	return changed
 }
@@ -31,13 +35,13 @@ func setCondition(status *trainer.TrainJobStatus, gen int64, t string, s metav1.
 // setSuspended keeps the Suspended condition in line with spec.suspend: True
 // while suspended, False (Resumed) once a suspended job resumes, absent for a
 // job that was never suspended.
-func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus) (changed bool, now bool) {
+func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus, at time.Time) (changed bool, now bool) {
 	if trruntime.Suspended(job) {
-		return setCondition(status, job.Generation, trainer.TrainJobSuspended, metav1.ConditionTrue,
+		return setCondition(status, job.Generation, at, trainer.TrainJobSuspended, metav1.ConditionTrue,
 			trainer.TrainJobSuspendedReason, "TrainJob is suspended"), true
 	}
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
-		return setCondition(status, job.Generation, trainer.TrainJobSuspended, metav1.ConditionFalse,
+		return setCondition(status, job.Generation, at, trainer.TrainJobSuspended, metav1.ConditionFalse,
 			trainer.TrainJobResumedReason, "TrainJob is resumed"), false
 	}
 	return false, false

@@ -38,10 +38,10 @@ var (
 	// jsKey is the key of the job's JobSet among its children.
 	jsKey = childsync.Key{GroupKind: observe.JobSetKind, Name: testName}
 
-	// wallClock stands for a time the code under test took from the wall clock
-	// (meta.SetStatusCondition stamps new conditions with time.Now(), and the
-	// completion time of a job failed by Trainyard itself is that stamp).
-	wallClock = &metav1.Time{Time: time.Unix(0, 0).UTC()}
+	// passTime is the pass's clock as the status records it: a condition
+	// Trainyard sets is stamped with it, and the completion time of a job
+	// Trainyard fails itself is that stamp.
+	passTime = &metav1.Time{Time: tNow}
 )
 
 func at(d time.Duration) *metav1.Time { return &metav1.Time{Time: tCreated.Add(d)} }
@@ -230,9 +230,8 @@ type outcome struct {
 	Retry       string
 }
 
-// statusOpts ignore the conditions' lastTransitionTime: Trainyard's own
-// conditions are stamped from the wall clock (tests that need a transition
-// time check it on its own).
+// statusOpts ignore the conditions' lastTransitionTime, to keep the tables
+// short (TestConditionTimesComeFromThePass checks them).
 var statusOpts = cmp.Options{
 	cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime"),
 	cmpopts.EquateEmpty(),
@@ -240,14 +239,11 @@ var statusOpts = cmp.Options{
 
 // runStatus calls Status, checks what every pass must hold (a non-nil Record
 // that runs; the input job left unchanged; the new job a copy of it with only
-// its status changed) and returns the comparable outcome. Times the code took
-// from the wall clock during the call are replaced by wallClock.
+// its status changed) and returns the comparable outcome.
 func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Observed, sync jobframework.Sync, now time.Time) outcome {
 	t.Helper()
 	before := job.DeepCopy()
-	t0 := time.Now()
 	out := a.Status(job, obs, sync, now)
-	t1 := time.Now()
 	if diff := cmp.Diff(before, job); diff != "" {
 		t.Errorf("Status changed its input job (-before +after):\n%s", diff)
 	}
@@ -280,11 +276,6 @@ func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Obs
 	}
 	if out.Retry != nil {
 		got.Retry = out.Retry.Error()
-	}
-	for _, tp := range []**metav1.Time{&got.Status.StartTime, &got.Status.CompletionTime} {
-		if *tp != nil && !(*tp).Time.Before(t0) && !(*tp).Time.After(t1) {
-			*tp = wallClock
-		}
 	}
 	return got
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -38,7 +39,7 @@ func (p *pass) event(kind, reason, action, format string, args ...any) {
 // setCondition sets a condition with the job's generation and reports whether
 // anything but the observed generation changed.
 func (p *pass) setCondition(t string, s metav1.ConditionStatus, reason, msg string) bool {
-	return setCondition(p.status, p.job.Generation, t, s, reason, msg)
+	return setCondition(p.status, p.job.Generation, p.now, t, s, reason, msg)
 }
 
 // fail reports an error the user must fix in Created=False (an event and a
@@ -88,8 +89,9 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 		return
 	}
 
-	// 2. Past its deadline a job fails, and its JobSet goes.
-	if at, ok := deadline(job, status); ok && !now.Before(at) {
+	// 2. Past its deadline a job fails, and its JobSet goes, unless the
+	// JobSet finished first (and status had not caught up yet).
+	if at, ok := deadline(job, status); ok && !now.Before(at) && !jobSetFinished(js) {
 		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")
 		p.event(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
 		if js != nil {
@@ -108,7 +110,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	p.synced(after.JobSet(job.Name), sync)
 
 	// 4. Suspension, and what the children report.
-	if changed, suspended := setSuspended(job, status); changed {
+	if changed, suspended := setSuspended(job, status, now); changed {
 		if suspended {
 			p.event(corev1.EventTypeNormal, EventSuspended, "Suspend", "TrainJob is suspended")
 		} else {
@@ -178,17 +180,22 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 		// Terminal, as in the Kubeflow API: the reference can never resolve.
 		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, err.Error())
 		p.event(corev1.EventTypeWarning, EventRuntimeNotSupport, "Fail", "%v", err)
+	case errors.Is(err, runtime.ErrNotFound) && js != nil && !ptr.Deref(js.Spec.Suspend, false):
+		// A running JobSet without a readable snapshot (written by an older
+		// version) needs no plan: it is never re-rendered while it runs.
 	case errors.Is(err, runtime.ErrNotFound):
 		p.createdFalse(trainer.TrainJobRuntimeNotFound, EventRuntimeNotFound, "Resolve", err)
 	case framework.IsInvalid(err):
 		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
 	case errors.Is(err, childsync.ErrNotOwned):
-		p.createdFalse(trainer.TrainJobApplyFailedReason, EventJobSetNotOwned, "Build", err)
+		p.createdFalse(trainer.TrainJobApplyFailedReason, EventJobSetNotOwned, "Sync", err)
 	case errors.Is(err, childsync.ErrKindNotServed):
 		p.createdFalse(trainer.TrainJobApplyFailedReason, EventKindNotServed, "Apply", err)
 	default:
-		// Transient (API errors, conflicts): say so in status, and retry with backoff.
-		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+		// Transient (API errors, conflicts): retry with backoff. Before the
+		// JobSet exists, say so in status; once it runs, a failed write of
+		// another child does not make the job any less created.
+		if js == nil && !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
 			p.createdFalse(trainer.TrainJobApplyFailedReason, EventApplyFailed, "Apply", err)
 		}
 		p.out.Retry = err
@@ -202,4 +209,13 @@ func (p *pass) expire() {
 		p.out.Delete = append(p.out.Delete, del)
 	}
 	p.out.Requeue = left
+}
+
+// jobSetFinished reports whether the JobSet says it completed or failed.
+func jobSetFinished(js *jobsetv1alpha2.JobSet) bool {
+	if js == nil {
+		return false
+	}
+	return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)) ||
+		meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
 }

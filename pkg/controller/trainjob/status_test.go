@@ -109,7 +109,7 @@ func TestStatusErrors(t *testing.T) {
 	unsupported := trainer.TrainJobStatus{
 		Conditions: []metav1.Condition{cond(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, errUnsupported.Error())},
 		Phase:      trainer.TrainJobFailedPhase, Reason: trainer.TrainJobRuntimeNotSupportedReason, Message: errUnsupported.Error(),
-		CompletionTime: wallClock,
+		CompletionTime: passTime,
 	}
 
 	cases := map[string]statusCase{
@@ -152,7 +152,7 @@ func TestStatusErrors(t *testing.T) {
 		"a JobSet of that name not owned by the job": {
 			job:  newJob(),
 			sync: failed(errNotOwned),
-			want: outcome{Status: createdFalse(trainer.TrainJobApplyFailedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Build", errNotOwned)},
+			want: outcome{Status: createdFalse(trainer.TrainJobApplyFailedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Sync", errNotOwned)},
 		},
 		"a child kind the cluster does not serve": {
 			job:  newJob(),
@@ -493,7 +493,7 @@ func TestStatusDeadline(t *testing.T) {
 		Conditions: []metav1.Condition{condCreated, cond(trainer.TrainJobFailed, metav1.ConditionTrue,
 			trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")},
 		Phase: trainer.TrainJobFailedPhase, Reason: trainer.TrainJobDeadlineExceededReason, Message: "TrainJob exceeded its active deadline",
-		StartTime: at(5 * time.Minute), CompletionTime: wallClock,
+		StartTime: at(5 * time.Minute), CompletionTime: passTime,
 	}
 	evExceeded := func(sec int) []jobframework.Event {
 		return []jobframework.Event{{Type: corev1.EventTypeWarning, Reason: EventDeadlineExceeded, Action: "Fail",
@@ -527,7 +527,7 @@ func TestStatusDeadline(t *testing.T) {
 			want: outcome{Status: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{cond(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")},
 				Phase:      trainer.TrainJobFailedPhase, Reason: trainer.TrainJobDeadlineExceededReason, Message: "TrainJob exceeded its active deadline",
-				CompletionTime: wallClock,
+				CompletionTime: passTime,
 			}, Events: evExceeded(300)},
 		},
 		"deadline passed while waiting for pods": {

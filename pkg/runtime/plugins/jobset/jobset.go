@@ -65,8 +65,8 @@ func (p *JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Er
 			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s", info.Runtime.Kind, info.Runtime.Name,
 				trainer.AncestorLabel, trainer.AncestorTrainer)))
 	}
-	if info.NumNodes < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes, "must be at least 1"))
+	if err := runtime.CheckNumNodes(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes); err != nil {
+		errs = append(errs, err)
 	}
 	if !p.HostNamesFromTemplate {
 		errs = append(errs, validatePodNames(info, job)...)
@@ -181,8 +181,8 @@ func (*JobSet) Status(job *trainer.TrainJob, obs *observe.Observed, status *trai
 
 func setTerminal(status *trainer.TrainJobStatus, condType string, from metav1.Condition) {
 	for _, c := range status.Conditions {
-		if c.Type == condType && c.Status == metav1.ConditionTrue {
-			return // terminal conditions, once set, stay as first observed
+		if (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) && c.Status == metav1.ConditionTrue {
+			return // a job ends once: the first terminal condition stays as first observed
 		}
 	}
 	status.Conditions = upsertCondition(status.Conditions, metav1.Condition{

@@ -231,8 +231,12 @@ func (s *Syncer) applyChild(ctx context.Context, owner, desired, current client.
 	if err != nil {
 		return current, None, err
 	}
-	// The hash covers everything applied but itself.
+	// The hash covers everything applied but itself (and the same whether or
+	// not the desired object already carries it).
 	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", RenderHashAnnotation)
+	if len(u.GetAnnotations()) == 0 {
+		unstructured.RemoveNestedField(u.Object, "metadata", "annotations")
+	}
 	hash, err := hashJSON(u.Object)
 	if err != nil {
 		return current, None, err

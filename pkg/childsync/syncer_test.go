@@ -661,8 +661,16 @@ func TestApply(t *testing.T) {
 			wantWrites: []string{"apply ConfigMap/hosts"},
 			wantData:   "a b c",
 		},
-		// (Only next to other annotations: see the report on an object whose
-		// only annotation is an old hash.)
+		"a desired object whose only annotation is an old hash: nothing written": {
+			objs:     []client.Object{applied(t, configMap("a b"))},
+			observed: true,
+			desired: func() *corev1.ConfigMap {
+				cm := configMap("a b")
+				cm.Annotations = map[string]string{RenderHashAnnotation: "stale"}
+				return cm
+			}(),
+			wantData: "a b",
+		},
 		"an old hash on the desired object is not part of the hash": {
 			objs: []client.Object{applied(t, func() *corev1.ConfigMap {
 				cm := configMap("a b")
@@ -977,3 +985,4 @@ func (u *unregistered) DeepCopyObject() runtime.Object {
 	u.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
+

@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+)
+
+func tj(ns, name, kind, runtime string, created bool) *trainer.TrainJob {
+	j := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: runtime, Kind: ptr.To(kind)}},
+	}
+	if created {
+		j.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: "JobSetCreated"}}
+	}
+	return j
+}
+
+// A runtime event wakes the TrainJobs that refer to it and have no JobSet
+// yet: of that kind, that name, and (for a namespaced runtime) that namespace.
+func TestRuntimeToTrainJobs(t *testing.T) {
+	scheme := k8sruntime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithIndex(&trainer.TrainJob{}, runtimeRefIndex, func(o client.Object) []string { return runtimeRefKey(o.(*trainer.TrainJob)) }).
+		WithObjects(
+			tj("a", "waiting", trainer.ClusterTrainingRuntimeKind, "torch", false),
+			tj("b", "waiting-too", trainer.ClusterTrainingRuntimeKind, "torch", false),
+			tj("a", "running", trainer.ClusterTrainingRuntimeKind, "torch", true),
+			tj("a", "other-runtime", trainer.ClusterTrainingRuntimeKind, "jax", false),
+			tj("a", "namespaced", trainer.TrainingRuntimeKind, "torch", false),
+			tj("b", "namespaced-elsewhere", trainer.TrainingRuntimeKind, "torch", false),
+			tj("a", "bad-kind", "Job", "torch", false),
+		).Build()
+	names := func(kind string, o client.Object) []string {
+		var out []string
+		for _, r := range runtimeToTrainJobs(c, kind)(context.Background(), o) {
+			out = append(out, r.Namespace+"/"+r.Name)
+		}
+		return out
+	}
+	ctr := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}}
+	if diff := cmp.Diff([]string{"a/waiting", "b/waiting-too"}, names(trainer.ClusterTrainingRuntimeKind, ctr)); diff != "" {
+		t.Errorf("ClusterTrainingRuntime torch wakes (-want +got):\n%s", diff)
+	}
+	tr := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "torch"}}
+	if diff := cmp.Diff([]string{"a/namespaced"}, names(trainer.TrainingRuntimeKind, tr)); diff != "" {
+		t.Errorf("TrainingRuntime a/torch wakes (-want +got):\n%s", diff)
+	}
+	if got := runtimeRefKey(tj("a", "x", "Job", "torch", false)); got != nil {
+		t.Errorf("runtimeRefKey of an unsupported kind = %v, want none", got)
+	}
+}

@@ -982,7 +982,6 @@ type unregistered struct {
 
 func (u *unregistered) DeepCopyObject() runtime.Object {
 	out := *u
-	u.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	u.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
-

@@ -111,7 +111,7 @@ CHAOS_ARGS ?=
 
 .PHONY: bench
 bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local cluster: rate vs a plain client, latency, requests per job, writes at rest, CPU/RSS; writes bin/perf/result.{json,md} and docs/performance.md. Not part of make test.
-	go test -run '^$$' -bench . -benchmem ./pkg/controller/ | tee $(BIN)/perf-go-bench.txt
+	go test -run '^$$' -bench . -benchmem ./pkg/controller/... | tee $(BIN)/perf-go-bench.txt
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-bench ./test/perf/bench
 	$(BIN)/trainyard-bench -n $(BENCH_N) -docs docs/performance.md -go-bench $(BIN)/perf-go-bench.txt $(BENCH_ARGS)
 

@@ -109,8 +109,9 @@ func runtimeRefKey(job *trainer.TrainJob) []string {
 }
 
 // runtimeToTrainJobs maps a runtime event to the TrainJobs that refer to it and
-// have no JobSet yet. Jobs that already run keep their snapshot, so edits of
-// the runtime need not wake them.
+// have no JobSet yet: those that report an error (Created=False, e.g. their
+// runtime did not exist), or have no status at all. Jobs that already run keep
+// their snapshot, so edits of the runtime need not wake them.
 func runtimeToTrainJobs(c client.Reader, kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list trainer.TrainJobList
@@ -125,7 +126,7 @@ func runtimeToTrainJobs(c client.Reader, kind string) handler.MapFunc {
 		var reqs []reconcile.Request
 		for i := range list.Items {
 			job := &list.Items[i]
-			if c := trainjob.FindCondition(job, trainer.TrainJobCreated); c == nil || c.Status != "True" {
+			if c := trainjob.FindCondition(job, trainer.TrainJobCreated); (c != nil && c.Status == "False") || job.Status.Phase == "" {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)})
 			}
 		}

@@ -14,13 +14,18 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
-func tj(ns, name, kind, runtime string, created bool) *trainer.TrainJob {
+// tj is a TrainJob on a runtime: running (it has a JobSet and a phase), or
+// waiting with Created=False (RuntimeNotFound).
+func tj(ns, name, kind, runtime string, running bool) *trainer.TrainJob {
 	j := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: runtime, Kind: ptr.To(kind)}},
 	}
-	if created {
-		j.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: "JobSetCreated"}}
+	if running {
+		j.Status.Phase = trainer.TrainJobRunning
+	} else {
+		j.Status.Phase = trainer.TrainJobPending
+		j.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeNotFound}}
 	}
 	return j
 }
@@ -42,6 +47,8 @@ func TestRuntimeToTrainJobs(t *testing.T) {
 			tj("a", "namespaced", trainer.TrainingRuntimeKind, "torch", false),
 			tj("b", "namespaced-elsewhere", trainer.TrainingRuntimeKind, "torch", false),
 			tj("a", "bad-kind", "Job", "torch", false),
+			&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "new"},
+				Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}},
 		).Build()
 	names := func(kind string, o client.Object) []string {
 		var out []string
@@ -51,7 +58,7 @@ func TestRuntimeToTrainJobs(t *testing.T) {
 		return out
 	}
 	ctr := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}}
-	if diff := cmp.Diff([]string{"a/waiting", "b/waiting-too"}, names(trainer.ClusterTrainingRuntimeKind, ctr)); diff != "" {
+	if diff := cmp.Diff([]string{"a/new", "a/waiting", "b/waiting-too"}, names(trainer.ClusterTrainingRuntimeKind, ctr)); diff != "" {
 		t.Errorf("ClusterTrainingRuntime torch wakes (-want +got):\n%s", diff)
 	}
 	tr := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "torch"}}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,30 @@ func TestTwoNodeTrainJobCompletes(t *testing.T) {
 	done := waitState(t, ns, job.Name, trainer.TrainJobCompletePhase, "", long)
 	if done.Status.CompletionTime == nil || done.Status.StartTime == nil {
 		t.Errorf("start/completion time not set: %+v", done.Status)
+	}
+	// Upstream's conditions of a completed TrainJob, exactly.
+	checkConditions(t, done, upstreamCondition{trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted", "jobset completed successfully"})
+}
+
+// upstreamCondition is what tools compare of a TrainJob's conditions with
+// Kubeflow Trainer's: type, status, reason and message.
+type upstreamCondition struct {
+	Type    string
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// checkConditions compares the whole list of a TrainJob's conditions with
+// upstream's (Kubeflow Trainer sets only Suspended, Complete and Failed).
+func checkConditions(t *testing.T, job *trainer.TrainJob, want ...upstreamCondition) {
+	t.Helper()
+	var got []upstreamCondition
+	for _, c := range job.Status.Conditions {
+		got = append(got, upstreamCondition{c.Type, c.Status, c.Reason, c.Message})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("TrainJob %s conditions (-upstream +got):\n%s", job.Name, diff)
 	}
 }
 
@@ -96,6 +121,7 @@ func TestFailingNodeFailsTrainJob(t *testing.T) {
 		t.Fatalf("TrainJob failed with %s: %q; JobSet says %+v", failed.Status.Reason, failed.Status.Message, jsFailed)
 	}
 	t.Logf("failed: %s: %s", failed.Status.Reason, failed.Status.Message)
+	checkConditions(t, failed, upstreamCondition{trainer.TrainJobFailed, metav1.ConditionTrue, jsFailed.Reason, jsFailed.Message})
 }
 
 // Suspending a running job removes its pods; resuming runs it to Complete.
@@ -107,7 +133,8 @@ func TestSuspendResume(t *testing.T) {
 	}
 	waitState(t, ns, job.Name, trainer.TrainJobRunning, "", long)
 	patchJob(t, ns, job.Name, func(j *trainer.TrainJob) { j.Spec.Suspend = ptr.To(true) })
-	waitState(t, ns, job.Name, trainer.TrainJobSuspendedPhase, "Suspended", short)
+	suspended := waitState(t, ns, job.Name, trainer.TrainJobSuspendedPhase, "Suspended", short)
+	checkConditions(t, suspended, upstreamCondition{trainer.TrainJobSuspended, metav1.ConditionTrue, "Suspended", "TrainJob is suspended"})
 	waitFor(t, short, func() error {
 		if n := len(pods(t, ns, job.Name)); n != 0 {
 			return fmt.Errorf("%d pods still exist while suspended", n)
@@ -115,8 +142,12 @@ func TestSuspendResume(t *testing.T) {
 		return nil
 	})
 	patchJob(t, ns, job.Name, func(j *trainer.TrainJob) { j.Spec.Suspend = ptr.To(false) })
-	waitState(t, ns, job.Name, trainer.TrainJobRunning, "", long)
-	waitState(t, ns, job.Name, trainer.TrainJobCompletePhase, "", long)
+	resumed := waitState(t, ns, job.Name, trainer.TrainJobRunning, "", long)
+	checkConditions(t, resumed, upstreamCondition{trainer.TrainJobSuspended, metav1.ConditionFalse, "Resumed", "TrainJob is resumed"})
+	done := waitState(t, ns, job.Name, trainer.TrainJobCompletePhase, "", long)
+	checkConditions(t, done,
+		upstreamCondition{trainer.TrainJobSuspended, metav1.ConditionFalse, "Resumed", "TrainJob is resumed"},
+		upstreamCondition{trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted", "jobset completed successfully"})
 }
 
 // Deleting a TrainJob deletes its JobSet, Jobs and pods.

@@ -79,7 +79,8 @@ type Outcome struct {
 	Requeue time.Duration
 	// DeferStatus leaves the status write to the next pass (the one the new
 	// JobSet's creation event brings), so that under a burst of submissions
-	// new jobs get their JobSets first. Events are deferred with it.
+	// new jobs get their JobSets first. The pass's events (the JobSet's
+	// creation) are still sent: nothing else would send them.
 	DeferStatus bool
 	// Retry is a transient error: the status is written, then the pass is
 	// retried with backoff.

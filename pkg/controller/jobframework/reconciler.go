@@ -74,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if out.Record != nil {
 			out.Record()
 		}
+		r.sendEvents(job, out.Events)
 		return ctrl.Result{RequeueAfter: out.Requeue}, nil
 	}
 	deleted, err := r.act(ctx, job, out)
@@ -89,13 +90,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if out.Record != nil {
 		out.Record()
 	}
-	for _, e := range out.Events {
-		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
-	}
+	r.sendEvents(job, out.Events)
 	if out.Retry != nil {
 		return ctrl.Result{}, out.Retry
 	}
 	return ctrl.Result{RequeueAfter: out.Requeue}, nil
+}
+
+func (r *Reconciler) sendEvents(job client.Object, events []Event) {
+	for _, e := range events {
+		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
+	}
 }
 
 // act applies the outcome's patches and deletions, in order. It reports

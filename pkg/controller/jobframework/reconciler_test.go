@@ -137,17 +137,24 @@ func TestReconcile(t *testing.T) {
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
 		},
-		"DeferStatus: no write, no events, but recorded": {
-			objs:            []client.Object{trainJob(), pod()},
-			status:          running(func(o *Outcome) { o.DeferStatus = true; o.Requeue = time.Second; o.Patches = []Patch{labelPatch()} }),
-			want:            ctrl.Result{RequeueAfter: time.Second},
-			wantOps:         []string{"record"},
+		// The pass's events (the JobSet's creation) still go: nothing else
+		// would send them.
+		"DeferStatus: no write, but recorded and its events sent": {
+			objs:   []client.Object{trainJob(), pod()},
+			status: running(func(o *Outcome) { o.DeferStatus = true; o.Requeue = time.Second; o.Patches = []Patch{labelPatch()} }),
+			want:   ctrl.Result{RequeueAfter: time.Second},
+			wantOps: []string{"record",
+				"event job Normal Running Run: job is running",
+				"event job Warning Slow Run: 50% done"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},
 		"DeferStatus without Record": {
-			objs:            []client.Object{trainJob()},
-			status:          running(func(o *Outcome) { o.DeferStatus = true; o.Record = nil }),
+			objs:   []client.Object{trainJob()},
+			status: running(func(o *Outcome) { o.DeferStatus = true; o.Record = nil }),
+			wantOps: []string{
+				"event job Normal Running Run: job is running",
+				"event job Warning Slow Run: 50% done"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},

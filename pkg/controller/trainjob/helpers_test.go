@@ -191,7 +191,6 @@ func cond(typ string, s metav1.ConditionStatus, reason, msg string) metav1.Condi
 }
 
 var (
-	condCreated   = cond(trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason, "JobSet job runs this TrainJob")
 	condSuspended = cond(trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason, "TrainJob is suspended")
 	condResumed   = cond(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, "TrainJob is resumed")
 
@@ -204,7 +203,7 @@ var (
 // all started: Created, Pending, ready of 2 nodes.
 func waiting(ready int32) trainer.TrainJobStatus {
 	return trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated},
+		Conditions: nil,
 		Phase:      trainer.TrainJobPending, Reason: "WaitingForPods", Message: fmt.Sprintf("%d/2 nodes running", ready),
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To(ready),
 	}
@@ -213,7 +212,7 @@ func waiting(ready int32) trainer.TrainJobStatus {
 // running is the status of a job whose two nodes run since start.
 func running(start time.Duration) trainer.TrainJobStatus {
 	return trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated},
+		Conditions: nil,
 		Phase:      trainer.TrainJobRunning, Reason: "AllNodesRunning", Message: "2/2 nodes running",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](2), StartTime: at(start),
 	}

@@ -28,7 +28,7 @@ func TestStatusKueue(t *testing.T) {
 	// held is the status of a TrainJob Kueue keeps suspended.
 	held := func(reason, msg string) trainer.TrainJobStatus {
 		return trainer.TrainJobStatus{
-			Conditions: []metav1.Condition{condCreated, condSuspended},
+			Conditions: []metav1.Condition{condSuspended},
 			Phase:      trainer.TrainJobPending, Reason: reason, Message: msg,
 			NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
 		}
@@ -40,7 +40,7 @@ func TestStatusKueue(t *testing.T) {
 		return []jobframework.Event{{Type: corev1.EventTypeWarning, Reason: reason, Action: "Queue", Message: msg}}
 	}
 	userSuspended := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated, condSuspended},
+		Conditions: []metav1.Condition{condSuspended},
 		Phase:      trainer.TrainJobSuspendedPhase, Reason: trainer.TrainJobSuspendedReason, Message: "TrainJob is suspended",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
 	}
@@ -67,7 +67,7 @@ func TestStatusKueue(t *testing.T) {
 			want: outcome{Status: queuedInQ},
 		},
 		"first seen queued: Suspended condition and its event, phase Pending": {
-			job:  newJob(suspended(true), withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{condCreated}})),
+			job:  newJob(suspended(true), withStatus(trainer.TrainJobStatus{Conditions: nil})),
 			obs:  queued(heldJS, workload("job-abc12", 0)),
 			want: outcome{Status: queuedInQ, Events: []jobframework.Event{evSuspended}},
 		},

@@ -146,28 +146,26 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 }
 
-// synced sets Created and its events from what planning and syncing did.
+// synced reports errors of planning and syncing in Created=False, and sends
+// the events of what syncing did. Upstream's TrainJob has no Created condition
+// (Kubeflow Trainer removed it in 2025): Trainyard sets one only to report an
+// error the user must see, and removes it once the error is resolved.
 func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	job, status := p.job, p.status
 	err := sync.Err
 	switch {
 	case err == nil:
 		if js != nil {
-			// The event goes with the status that first says Created, so that it
-			// is sent once, even if the manager dies between the two writes.
-			if !condTrue(status, trainer.TrainJobCreated) {
-				p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
-			}
-			p.setCondition(trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason,
-				fmt.Sprintf("JobSet %s runs this TrainJob", js.Name))
+			meta.RemoveStatusCondition(&status.Conditions, trainer.TrainJobCreated)
 		}
 		switch sync.Result.Action(observe.JobSetKind, job.Name) {
 		case childsync.Created:
-			// The pass that created the JobSet leaves the status write to the
-			// pass the JobSet's creation event brings (at child priority):
-			// under a burst of submissions, new TrainJobs get their JobSets
-			// first, and each job's first status write coalesces with its
-			// JobSet's first status.
+			// The pass that created the JobSet sends its event and leaves the
+			// status write to the pass the JobSet's creation event brings (at
+			// child priority): under a burst of submissions, new TrainJobs get
+			// their JobSets first, and each job's first status write coalesces
+			// with its JobSet's first status.
+			p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
 			p.out.DeferStatus = true
 			since := p.now.Sub(job.CreationTimestamp.Time).Seconds()
 			p.record = append(p.record, func() { metrics.TimeToJobSet.Observe(since) })

@@ -22,30 +22,36 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
-// TestStatusSync: what planning and syncing the JobSet did sets Created and
-// its events.
+// TestStatusSync: what planning and syncing the JobSet did: its events, and
+// no Created condition on the healthy path (upstream has none).
 func TestStatusSync(t *testing.T) {
 	js := jobSet(t, false)
 	suspendedJS := jobSet(t, true)
 	suspendedStatus := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated, condSuspended},
+		Conditions: []metav1.Condition{condSuspended},
 		Phase:      trainer.TrainJobSuspendedPhase, Reason: trainer.TrainJobSuspendedReason, Message: "TrainJob is suspended",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
 	}
 	cases := map[string]statusCase{
-		// The pass that creates the JobSet leaves its status (and with it its
-		// events: the reconciler drops them) to the pass the JobSet's creation
-		// event brings.
+		// The pass that creates the JobSet sends its event and leaves its
+		// status to the pass the JobSet's creation event brings.
 		"the pass that creates the JobSet defers its status": {
 			job:  newJob(),
 			sync: synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
 			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}, DeferStatus: true},
 		},
-		"the next pass sees the JobSet: Created and its event": {
+		"the next pass sees the JobSet: no Created condition, no second event": {
 			job:  newJob(),
 			obs:  observed(js),
 			sync: synced(observed(js), nil, nil),
-			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}},
+			want: outcome{Status: waiting(0)},
+		},
+		"a status from an earlier version loses its Created=True": {
+			job: newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, metav1.ConditionTrue,
+				trainer.TrainJobCreatedReason, "JobSet job runs this TrainJob")}})),
+			obs:  observed(js),
+			sync: synced(observed(js), nil, nil),
+			want: outcome{Status: waiting(0)},
 		},
 		"a later pass sends no second JobSetCreated": {
 			job:  newJob(withStatus(waiting(0))),
@@ -73,10 +79,10 @@ func TestStatusSync(t *testing.T) {
 			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{{Type: corev1.EventTypeNormal,
 				Reason: EventJobSetUpdated, Action: "Update", Message: "Updated suspended JobSet job"}}},
 		},
-		"a JobSet created again under a job that had one: no second event": {
+		"a JobSet created again under a job that had one: its event": {
 			job:  newJob(withStatus(waiting(0))),
 			sync: synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
-			want: outcome{Status: waiting(0), DeferStatus: true},
+			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}, DeferStatus: true},
 		},
 	}
 	runStatusCases(t, cases)
@@ -179,11 +185,16 @@ func TestStatusErrors(t *testing.T) {
 			sync: failed(errConflict),
 			want: outcome{Status: waitingForJobSet, Retry: errConflict.Error()},
 		},
-		"the runtime appears: Created=True and its event": {
+		"the runtime appears: the error goes, the JobSet is created with its event": {
+			job:  newJob(withStatus(createdFalse(trainer.TrainJobRuntimeNotFound, errNotFound))),
+			sync: synced(observed(nil), jobSet(t, false), map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
+			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}, DeferStatus: true},
+		},
+		"the runtime appeared: the next pass has no error condition left": {
 			job:  newJob(withStatus(createdFalse(trainer.TrainJobRuntimeNotFound, errNotFound))),
 			obs:  observed(jobSet(t, false)),
 			sync: synced(observed(jobSet(t, false)), nil, nil),
-			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}},
+			want: outcome{Status: waiting(0)},
 		},
 	}
 	runStatusCases(t, cases)
@@ -194,12 +205,12 @@ func TestStatusErrors(t *testing.T) {
 func TestStatusSuspension(t *testing.T) {
 	suspendedJS, runningJS := jobSet(t, true), jobSet(t, false)
 	suspendedStatus := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated, condSuspended},
+		Conditions: []metav1.Condition{condSuspended},
 		Phase:      trainer.TrainJobSuspendedPhase, Reason: trainer.TrainJobSuspendedReason, Message: "TrainJob is suspended",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
 	}
 	resumed := waiting(0)
-	resumed.Conditions = []metav1.Condition{condCreated, condResumed}
+	resumed.Conditions = []metav1.Condition{condResumed}
 	suspendedWhileRunning := suspendedStatus
 	suspendedWhileRunning.ReadyNodes = ptr.To[int32](2) // its pods are still there
 
@@ -208,7 +219,7 @@ func TestStatusSuspension(t *testing.T) {
 			job:  newJob(suspended(true)),
 			obs:  observed(suspendedJS),
 			sync: synced(observed(suspendedJS), nil, nil),
-			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evCreated, evSuspended}},
+			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evSuspended}},
 		},
 		"still suspended: no second event": {
 			job:  newJob(suspended(true), withStatus(suspendedStatus)),
@@ -490,7 +501,7 @@ func TestStatusFinished(t *testing.T) {
 func TestStatusDeadline(t *testing.T) {
 	js := jobSet(t, false)
 	exceeded := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated, cond(trainer.TrainJobFailed, metav1.ConditionTrue,
+		Conditions: []metav1.Condition{cond(trainer.TrainJobFailed, metav1.ConditionTrue,
 			trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")},
 		Phase: trainer.TrainJobFailedPhase, Reason: trainer.TrainJobDeadlineExceededReason, Message: "TrainJob exceeded its active deadline",
 		StartTime: at(5 * time.Minute), CompletionTime: passTime,
@@ -506,7 +517,7 @@ func TestStatusDeadline(t *testing.T) {
 		Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, Message: "TrainJob is resumed",
 		ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(tCreated.Add(5 * time.Minute))})
 	suspendedStatus := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{condCreated, condSuspended},
+		Conditions: []metav1.Condition{condSuspended},
 		Phase:      trainer.TrainJobSuspendedPhase, Reason: trainer.TrainJobSuspendedReason, Message: "TrainJob is suspended",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
 	}
@@ -564,7 +575,7 @@ func TestStatusRecord(t *testing.T) {
 		out  jobframework.Outcome
 	}{
 		{"JobSet created", a.Status(newJob(), observed(nil), synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}), tNow)},
-		{"running after a resume", a.Status(newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{condCreated, {
+		{"running after a resume", a.Status(newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{{
 			Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, Message: "TrainJob is resumed",
 			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(tCreated.Add(time.Minute))}}})),
 			observed(js, readyPod(0), readyPod(1)), synced(observed(js), nil, nil), tNow)},

@@ -225,7 +225,7 @@ func TestManagerRestartKeepsOneJobSet(t *testing.T) {
 
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("restart-%d", i)
-		job := waitCondition(t, ns, name, trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason)
+		job := waitCreated(t, ns, name)
 		require.Len(t, jobSetsOwnedBy(t, job), 1, "TrainJob %s", name)
 	}
 	again := waitJobSet(t, ns, "restart-0")
@@ -270,7 +270,7 @@ func TestMissingRuntimeThenCreated(t *testing.T) {
 		}}},
 	}))
 	waitJobSet(t, ns, "waiting")
-	waitCondition(t, ns, "waiting", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason)
+	waitCreated(t, ns, "waiting")
 }
 
 // Input the pipeline rejects is reported in status with the offending field, and

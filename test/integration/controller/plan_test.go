@@ -91,7 +91,7 @@ func TestPlanChildConfigMap(t *testing.T) {
 		j.Spec.Suspend = ptr.To(true)
 		j.Spec.Labels = map[string]string{"team": "a"}
 	})))
-	job := waitCondition(t, ns, "withcm", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason)
+	job := waitCreated(t, ns, "withcm")
 	key := client.ObjectKey{Namespace: ns, Name: "withcm-cfg"}
 	var cm corev1.ConfigMap
 	eventually(t, func() error { return env.Client.Get(ctx(), key, &cm) })

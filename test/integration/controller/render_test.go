@@ -24,7 +24,7 @@ func TestExampleRendersToJobSet(t *testing.T) {
 	applyFile(t, ns, "examples/trainjob-torch.yaml")
 
 	js := waitJobSet(t, ns, "torch-allreduce")
-	job := waitCondition(t, ns, "torch-allreduce", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobCreatedReason)
+	job := waitCreated(t, ns, "torch-allreduce")
 	require.Equal(t, trainer.TrainJobPending, job.Status.Phase)
 
 	require.Len(t, js.Spec.ReplicatedJobs, 1)

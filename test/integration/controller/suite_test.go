@@ -129,6 +129,27 @@ func waitCondition(t *testing.T, ns, name, condType string, status metav1.Condit
 	return &job
 }
 
+// waitCreated waits until the TrainJob's status is written with its JobSet in
+// place: a phase, and, as upstream, no Created condition (Trainyard sets one
+// only to report an error).
+func waitCreated(t *testing.T, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	var job trainer.TrainJob
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
+			return err
+		}
+		if job.Status.Phase == "" || job.Status.NumNodes == nil {
+			return fmt.Errorf("status not written with the JobSet yet: %+v", job.Status)
+		}
+		if c := meta.FindStatusCondition(job.Status.Conditions, trainer.TrainJobCreated); c != nil {
+			return fmt.Errorf("condition Created on a healthy job: %+v", c)
+		}
+		return nil
+	})
+	return &job
+}
+
 func waitPhase(t *testing.T, ns, name string, phase trainer.TrainJobPhase) {
 	t.Helper()
 	eventually(t, func() error {

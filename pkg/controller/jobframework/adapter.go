@@ -22,6 +22,14 @@ import (
 // FieldOwner is the field manager of every write Trainyard makes.
 const FieldOwner = "trainyard"
 
+// Event reasons of what syncing a plan does, the same for every job kind.
+const (
+	EventJobSetCreated   = "JobSetCreated"
+	EventJobSetUpdated   = "JobSetUpdated"
+	EventJobSetRecreated = "JobSetRecreated"
+	EventJobSetNotOwned  = "JobSetNotOwned"
+)
+
 // Adapter is one job kind.
 type Adapter interface {
 	// Kind names the job kind, as in its API (TrainJob, PyTorchJob).

@@ -33,10 +33,10 @@ const FieldOwner = jobframework.FieldOwner
 
 // Event reasons besides v1's condition reasons.
 const (
-	EventJobSetCreated       = "JobSetCreated"
-	EventJobSetUpdated       = "JobSetUpdated"
-	EventJobSetRecreated     = "JobSetRecreated"
-	EventJobSetNotOwned      = "JobSetNotOwned"
+	EventJobSetCreated       = jobframework.EventJobSetCreated
+	EventJobSetUpdated       = jobframework.EventJobSetUpdated
+	EventJobSetRecreated     = jobframework.EventJobSetRecreated
+	EventJobSetNotOwned      = jobframework.EventJobSetNotOwned
 	EventTemplateRestartPol  = "SetPodTemplateRestartPolicy"
 	EventDeprecatedField     = "DeprecatedField"
 	msgTemplateRestartPolicy = "Restart policy in pod template will be overwritten by restart policy in replica spec"

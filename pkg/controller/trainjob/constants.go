@@ -1,5 +1,7 @@
 package trainjob
 
+import "github.com/trainyard/trainyard/pkg/controller/jobframework"
+
 // Names Trainyard adds to the objects it owns. They are Trainyard's own
 // (additive), not part of the Kubeflow API.
 const (
@@ -10,10 +12,10 @@ const (
 
 // Event reasons.
 const (
-	EventJobSetCreated     = "JobSetCreated"
+	EventJobSetCreated     = jobframework.EventJobSetCreated
 	EventRunning           = "Running"
-	EventJobSetUpdated     = "JobSetUpdated"
-	EventJobSetRecreated   = "JobSetRecreated"
+	EventJobSetUpdated     = jobframework.EventJobSetUpdated
+	EventJobSetRecreated   = jobframework.EventJobSetRecreated
 	EventSuspended         = "Suspended"
 	EventResumed           = "Resumed"
 	EventCompleted         = "Completed"
@@ -22,7 +24,7 @@ const (
 	EventApplyFailed       = "ApplyFailed"
 	EventRuntimeNotFound   = "RuntimeNotFound"
 	EventDeadlineExceeded  = "DeadlineExceeded"
-	EventJobSetNotOwned    = "JobSetNotOwned"
+	EventJobSetNotOwned    = jobframework.EventJobSetNotOwned
 	EventRuntimeNotSupport = "RuntimeNotSupported"
 	EventKindNotServed     = "ChildKindNotServed"
 )

@@ -1,7 +1,8 @@
 // Package webhooks serves Trainyard's admission webhooks: defaulting and
-// validation of TrainJobs, and validation of TrainingRuntimes and
-// ClusterTrainingRuntimes. The checks live in pkg/validation; every rejection
-// names the offending field.
+// validation of TrainJobs and of legacy kubeflow.org/v1 PyTorchJobs, and
+// validation of TrainingRuntimes and ClusterTrainingRuntimes. The checks live
+// in pkg/validation and pkg/legacy/pytorchjob, where the controllers run them
+// too; every rejection names the offending field.
 package webhooks
 
 import (
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,7 +100,7 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.Tra
 	if ours(job) {
 		errs = append(errs, v.againstRuntime(ctx, nil, job, true)...)
 	}
-	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -114,7 +116,7 @@ func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *tra
 	if ours(job) && overridesChanged {
 		errs = append(errs, v.againstRuntime(ctx, oldJob, job, false)...)
 	}
-	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -150,9 +152,14 @@ func ours(job *trainer.TrainJob) bool {
 
 // invalid turns field errors into the API's Invalid status, so that kubectl
 // prints each field and its message.
-func invalid(kind, name string, errs field.ErrorList) error {
+func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(trainer.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+	return apierrors.NewInvalid(gk, name, errs)
+}
+
+// trainerKind is the group and kind of a trainer.kubeflow.org kind.
+func trainerKind(kind string) schema.GroupKind {
+	return trainer.GroupVersion.WithKind(kind).GroupKind()
 }

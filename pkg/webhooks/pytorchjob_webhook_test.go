@@ -134,7 +134,7 @@ func TestPyTorchJobValidator(t *testing.T) {
 		wantCauses   []metav1.StatusCause
 		wantWarnings []string
 	}{
-		"the mnist example": {job: pytorchJob()},
+		"the mnist example":            {job: pytorchJob()},
 		"the mnist example, defaulted": {job: pytorchJob(v1Defaults)},
 		"Master with replicas 2": {
 			job:        pytorchJob(func(j *kubeflowv1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Master"].Replicas = ptr.To[int32](2) }),
@@ -171,7 +171,9 @@ func TestPyTorchJobValidator(t *testing.T) {
 			}),
 		},
 		"update: warnings on every update, as v1's webhook gives them": {
-			old: pytorchJob(func(j *kubeflowv1.PyTorchJob) { j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{NProcPerNode: ptr.To[int32](2)} }),
+			old: pytorchJob(func(j *kubeflowv1.PyTorchJob) {
+				j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{NProcPerNode: ptr.To[int32](2)}
+			}),
 			job: pytorchJob(func(j *kubeflowv1.PyTorchJob) {
 				j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{NProcPerNode: ptr.To[int32](2)}
 				j.Labels = map[string]string{"team": "a"}

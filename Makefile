@@ -64,16 +64,17 @@ cluster-down: ## Stop the local cluster started by cluster-up (logs stay in bin/
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs and RBAC from the Go types and markers.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the webhook configurations from the Go types and markers.
 	$(CONTROLLER_GEN) object paths=./apis/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true,maxDescLen=0 paths=./apis/... output:crd:artifacts:config=manifests/base/crds
 	$(CONTROLLER_GEN) rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac
+	$(CONTROLLER_GEN) webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook)" ]; then \
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
-	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac; git diff --stat; exit 1; fi
+	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook; git diff --stat; exit 1; fi
 	@echo "generated files are up to date"
 
 ##@ Test

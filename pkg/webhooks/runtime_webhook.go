@@ -24,7 +24,7 @@ var _ admission.Validator[*trainer.TrainingRuntime] = TrainingRuntimeValidator{}
 // ValidateCreate implements admission.Validator.
 func (v TrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.TrainingRuntime) (admission.Warnings, error) {
 	w, errs := validation.ValidateRuntimeSpec(v.Framework, &rt.Spec)
-	return w, invalid(trainer.TrainingRuntimeKind, rt.Name, errs)
+	return w, invalid(trainerKind(trainer.TrainingRuntimeKind), rt.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator. Running TrainJobs keep their
@@ -48,7 +48,7 @@ var _ admission.Validator[*trainer.ClusterTrainingRuntime] = ClusterTrainingRunt
 // ValidateCreate implements admission.Validator.
 func (v ClusterTrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.ClusterTrainingRuntime) (admission.Warnings, error) {
 	w, errs := validation.ValidateRuntimeSpec(v.Framework, &rt.Spec)
-	return w, invalid(trainer.ClusterTrainingRuntimeKind, rt.Name, errs)
+	return w, invalid(trainerKind(trainer.ClusterTrainingRuntimeKind), rt.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.

@@ -1,23 +1,47 @@
 package webhooks
 
 import (
+	"fmt"
+
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
-// Setup registers every webhook with the manager's webhook server.
+// Setup registers every webhook with the manager's webhook server. The
+// PyTorchJob webhooks are registered only when the cluster serves
+// pytorchjobs.kubeflow.org, as the PyTorchJob controller is; the manager's
+// scheme must then include kubeflow.org/v1.
 func Setup(mgr ctrl.Manager, fw *framework.Framework) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
 		WithDefaulter(&TrainJobDefaulter{Clock: clock.RealClock{}}).
 		WithValidator(&TrainJobValidator{Client: mgr.GetClient(), Framework: fw}).
 		Complete(); err != nil {
-		return err
+		return fmt.Errorf("TrainJob webhooks: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainingRuntime{}).WithValidator(TrainingRuntimeValidator{Framework: fw}).Complete(); err != nil {
+		return fmt.Errorf("TrainingRuntime webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).WithValidator(ClusterTrainingRuntimeValidator{Framework: fw}).Complete(); err != nil {
+		return fmt.Errorf("ClusterTrainingRuntime webhook: %w", err)
+	}
+	served, err := legacy.Served(mgr.GetRESTMapper())
+	if err != nil {
 		return err
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).WithValidator(ClusterTrainingRuntimeValidator{Framework: fw}).Complete()
+	if !served {
+		mgr.GetLogger().WithName("setup").Info("PyTorchJob webhooks not registered: the pytorchjobs.kubeflow.org CRD is not installed")
+		return nil
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &kubeflowv1.PyTorchJob{}).
+		WithDefaulter(PyTorchJobDefaulter{}).
+		WithValidator(PyTorchJobValidator{}).
+		Complete(); err != nil {
+		return fmt.Errorf("PyTorchJob webhooks: %w", err)
+	}
+	return nil
 }

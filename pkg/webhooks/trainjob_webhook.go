@@ -1,7 +1,8 @@
 // Package webhooks serves Trainyard's admission webhooks: defaulting and
-// validation of TrainJobs, and validation of TrainingRuntimes and
-// ClusterTrainingRuntimes. The checks live in pkg/validation; every rejection
-// names the offending field.
+// validation of TrainJobs and of legacy kubeflow.org/v1 PyTorchJobs, and
+// validation of TrainingRuntimes and ClusterTrainingRuntimes. The checks live
+// in pkg/validation and pkg/legacy/pytorchjob, where the controllers run them
+// too; every rejection names the offending field.
 package webhooks
 
 import (
@@ -9,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,9 +30,19 @@ import (
 // +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
 
-// TrainJobDefaulter stamps runtimePatches[].time: a new or changed patch gets
-// the current time, an unchanged one keeps its time. Other defaults come from
-// the CRD schema.
+// TrainJobDefaulter stamps runtimePatches[].time as Kubeflow Trainer v2.3 does,
+// so that a queue (Kueue) or the SDK sees the same times on either controller.
+// Patches are matched to the old object by manager:
+//   - a new manager's patch keeps a time the client set, else gets now (so
+//     every patch on create);
+//   - a patch whose content (everything but time) is unchanged gets its old
+//     time back, whatever the client sent: a read-modify-write of another
+//     patch must not move it;
+//   - a patch whose content changed gets now, even when the client sent a
+//     time: a read-modify-write sends the old time along, and keeping it would
+//     hide the change.
+//
+// Other defaults come from the CRD schema.
 type TrainJobDefaulter struct {
 	Clock clock.PassiveClock
 }
@@ -45,23 +58,32 @@ func (d *TrainJobDefaulter) Default(ctx context.Context, job *trainer.TrainJob) 
 	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
 		var oldJob trainer.TrainJob
 		if err := json.Unmarshal(req.OldObject.Raw, &oldJob); err != nil {
-			return fmt.Errorf("decoding the old TrainJob: %w", err)
+			return fmt.Errorf("decoding the old TrainJob %s/%s: %w", job.Namespace, job.Name, err)
 		}
 		for _, p := range oldJob.Spec.RuntimePatches {
 			old[p.Manager] = p
 		}
 	}
-	now := metav1.NewTime(d.Clock.Now().Truncate(1e9))
+	// metav1.Time travels with second precision; truncating keeps the
+	// stamped value equal to what a later read returns.
+	now := metav1.NewTime(d.Clock.Now().Truncate(time.Second))
 	for i := range job.Spec.RuntimePatches {
 		p := &job.Spec.RuntimePatches[i]
-		prev, ok := old[p.Manager]
-		if ok && equality.Semantic.DeepEqual(prev.TrainingRuntimeSpec, p.TrainingRuntimeSpec) {
+		prev, existed := old[p.Manager]
+		switch {
+		case existed && sameContent(prev, *p):
 			p.Time = prev.Time
-			continue
+		case existed, p.Time == nil:
+			p.Time = now.DeepCopy()
 		}
-		p.Time = &now
 	}
 	return nil
+}
+
+// sameContent reports whether two patches differ in nothing but their time.
+func sameContent(a, b trainer.RuntimePatch) bool {
+	a.Time, b.Time = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // TrainJobValidator rejects TrainJobs that could never run, with the field at fault.
@@ -78,7 +100,7 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.Tra
 	if ours(job) {
 		errs = append(errs, v.againstRuntime(ctx, nil, job, true)...)
 	}
-	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -94,7 +116,7 @@ func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *tra
 	if ours(job) && overridesChanged {
 		errs = append(errs, v.againstRuntime(ctx, oldJob, job, false)...)
 	}
-	return nil, invalid(trainer.TrainJobKind, job.Name, errs)
+	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -130,9 +152,14 @@ func ours(job *trainer.TrainJob) bool {
 
 // invalid turns field errors into the API's Invalid status, so that kubectl
 // prints each field and its message.
-func invalid(kind, name string, errs field.ErrorList) error {
+func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(trainer.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+	return apierrors.NewInvalid(gk, name, errs)
+}
+
+// trainerKind is the group and kind of a trainer.kubeflow.org kind.
+func trainerKind(kind string) schema.GroupKind {
+	return trainer.GroupVersion.WithKind(kind).GroupKind()
 }

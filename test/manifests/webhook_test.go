@@ -89,8 +89,9 @@ func webhooksIn(t *testing.T, docs []doc) []webhook {
 
 // checkWebhookPolicies checks what each webhook must declare, wherever it
 // points: that it fails closed, has no side effects, speaks admission/v1, and
-// only intercepts Trainyard's own API group, so that a manager that is down
-// blocks nothing else in the cluster.
+// only intercepts Trainyard's own API group and the legacy PyTorchJob it
+// serves, so that a manager that is down blocks nothing else in the cluster
+// (not the other kubeflow.org/v1 kinds, which Trainyard does not run).
 func checkWebhookPolicies(t *testing.T, hooks []webhook) {
 	t.Helper()
 	if len(hooks) == 0 {
@@ -115,8 +116,14 @@ func checkWebhookPolicies(t *testing.T, hooks []webhook) {
 			t.Errorf("%s: no rules", w)
 		}
 		for i, r := range w.rules {
-			if !slices.Equal(r.APIGroups, []string{"trainer.kubeflow.org"}) {
-				t.Errorf("%s: rule %d intercepts API groups %q; only trainer.kubeflow.org is Trainyard's", w, i, r.APIGroups)
+			switch {
+			case slices.Equal(r.APIGroups, []string{"trainer.kubeflow.org"}):
+			case slices.Equal(r.APIGroups, []string{"kubeflow.org"}):
+				if !slices.Equal(r.Resources, []string{"pytorchjobs"}) || !slices.Equal(r.APIVersions, []string{"v1"}) {
+					t.Errorf("%s: rule %d intercepts kubeflow.org %q %q; of that group Trainyard serves only v1 pytorchjobs", w, i, r.APIVersions, r.Resources)
+				}
+			default:
+				t.Errorf("%s: rule %d intercepts API groups %q; only trainer.kubeflow.org and kubeflow.org (pytorchjobs) are Trainyard's", w, i, r.APIGroups)
 			}
 			for _, v := range slices.Concat(r.APIVersions, r.Resources) {
 				if strings.Contains(v, "*") {

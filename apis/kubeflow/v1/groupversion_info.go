@@ -6,7 +6,9 @@
 //
 // Only PyTorchJob is served; the other v1 kinds (TFJob, MPIJob, ...) are not.
 // Defaults are applied in memory by the controller (pkg/legacy/pytorchjob), as
-// training-operator v1.9 did: the stored object keeps what the user wrote.
+// training-operator v1.9 did, so a job stored without them runs as in v1.
+// Unlike v1.9, which had only a validating webhook, Trainyard's defaulting
+// webhook also stores most of them on create (pkg/webhooks).
 //
 // +kubebuilder:object:generate=true
 // +groupName=kubeflow.org

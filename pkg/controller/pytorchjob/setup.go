@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
@@ -24,14 +22,13 @@ type Options = jobframework.Options
 // Without the pytorchjobs.kubeflow.org CRD the controller is not started (and
 // says so), so that installing Trainyard without it keeps TrainJobs working.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	log := ctrl.Log.WithName("setup")
-	gk := schema.GroupKind{Group: kubeflowv1.GroupVersion.Group, Kind: kubeflowv1.PyTorchJobKind}
-	if _, err := mgr.GetRESTMapper().RESTMapping(gk, kubeflowv1.GroupVersion.Version); err != nil {
-		if meta.IsNoMatchError(err) {
-			log.Info("PyTorchJob controller not started: the pytorchjobs.kubeflow.org CRD is not installed")
-			return nil
-		}
-		return fmt.Errorf("looking up the PyTorchJob API: %w", err)
+	served, err := legacy.Served(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	if !served {
+		ctrl.Log.WithName("setup").Info("PyTorchJob controller not started: the pytorchjobs.kubeflow.org CRD is not installed")
+		return nil
 	}
 	fw, err := legacy.NewFramework()
 	if err != nil {

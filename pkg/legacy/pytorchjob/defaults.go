@@ -12,9 +12,9 @@ import (
 const DefaultNprocPerNode = "auto"
 
 // Defaulted returns a copy of job with training-operator v1.9's defaults
-// applied. v1 had no mutating webhook: its controller defaulted each object in
-// memory on every pass, so the stored object keeps exactly what the user (or
-// Kueue) wrote, and so does Trainyard.
+// applied, as its controller applied them in memory on every pass. Trainyard's
+// controller does the same, so that a job stored without defaults (webhooks
+// off, or created before them) runs as v1 ran it.
 //
 // The defaults: cleanPodPolicy None; replica type keys in any case become
 // Master and Worker; each replica gets replicas 1 and restartPolicy OnFailure,
@@ -25,10 +25,32 @@ const DefaultNprocPerNode = "auto"
 func Defaulted(job *kubeflowv1.PyTorchJob) *kubeflowv1.PyTorchJob {
 	out := job.DeepCopy()
 	spec := &out.Spec
+	normalizeKeys(spec.PyTorchReplicaSpecs)
+	Default(out)
+	if ep := spec.ElasticPolicy; ep != nil && ep.MinReplicas == nil && ep.MaxReplicas == nil {
+		// v1 dereferences the Worker spec here; validation requires it for
+		// elastic jobs, but an unvalidated job must not crash the controller.
+		if w := spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker]; w != nil && w.Replicas != nil {
+			ep.MinReplicas, ep.MaxReplicas = ptr.To(*w.Replicas), ptr.To(*w.Replicas)
+		}
+	}
+	return out
+}
+
+// Default applies, in place, the defaults of Defaulted that may be stored
+// (the admission webhook's), with the same rules. It leaves out two that must
+// stay in memory:
+//   - renaming replica type keys: a later apply of the user's "master" key
+//     would then add a second, partial replica spec beside the stored
+//     "Master" instead of changing it;
+//   - elastic bounds taken from the worker count when neither is set: stored,
+//     they would stay at the count of creation when the scale subresource
+//     (kubectl scale, the HPA) changes Worker.replicas, where v1 follows it.
+func Default(job *kubeflowv1.PyTorchJob) {
+	spec := &job.Spec
 	if spec.RunPolicy.CleanPodPolicy == nil {
 		spec.RunPolicy.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyNone)
 	}
-	normalizeKeys(spec.PyTorchReplicaSpecs)
 	for _, rs := range spec.PyTorchReplicaSpecs {
 		if rs == nil {
 			continue
@@ -43,23 +65,15 @@ func Defaulted(job *kubeflowv1.PyTorchJob) *kubeflowv1.PyTorchJob {
 	}
 	if ep := spec.ElasticPolicy; ep != nil {
 		switch {
-		case ep.MinReplicas != nil && ep.MaxReplicas != nil:
-		case ep.MaxReplicas != nil:
+		case ep.MaxReplicas != nil && ep.MinReplicas == nil:
 			ep.MinReplicas = ptr.To(*ep.MaxReplicas)
-		case ep.MinReplicas != nil:
+		case ep.MinReplicas != nil && ep.MaxReplicas == nil:
 			ep.MaxReplicas = ptr.To(*ep.MinReplicas)
-		default:
-			// v1 dereferences the Worker spec here; validation requires it for
-			// elastic jobs, but an unvalidated job must not crash the controller.
-			if w := spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker]; w != nil && w.Replicas != nil {
-				ep.MinReplicas, ep.MaxReplicas = ptr.To(*w.Replicas), ptr.To(*w.Replicas)
-			}
 		}
 	}
 	if spec.NprocPerNode == nil && (spec.ElasticPolicy == nil || spec.ElasticPolicy.NProcPerNode == nil) {
 		spec.NprocPerNode = ptr.To(DefaultNprocPerNode)
 	}
-	return out
 }
 
 // canonicalType returns Master or Worker for a key in any case, "" otherwise.

@@ -112,3 +112,62 @@ func commonDefaults(j *kubeflowv1.PyTorchJob) {
 		rs.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "pytorchjob-port", ContainerPort: 23456}}
 	}
 }
+
+// Default stores Defaulted's rules except the two that must stay in memory,
+// and the controller's Defaulted gives the same job whether or not the stored
+// object went through Default.
+func TestDefault(t *testing.T) {
+	cases := map[string]struct {
+		job  *kubeflowv1.PyTorchJob
+		want func(*kubeflowv1.PyTorchJob)
+	}{
+		"mnist: as Defaulted": {
+			job:  mnist(1),
+			want: commonDefaults,
+		},
+		"keys in another case are defaulted, not renamed": {
+			job: mnist(1, func(j *kubeflowv1.PyTorchJob) {
+				m, w := j.Spec.PyTorchReplicaSpecs["Master"], j.Spec.PyTorchReplicaSpecs["Worker"]
+				m.Replicas, m.RestartPolicy = nil, ""
+				j.Spec.PyTorchReplicaSpecs = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{"master": m, "WORKER": w}
+			}),
+			want: func(j *kubeflowv1.PyTorchJob) {
+				commonDefaults(j)
+				j.Spec.PyTorchReplicaSpecs["master"].Replicas = ptr.To[int32](1)
+				j.Spec.PyTorchReplicaSpecs["master"].RestartPolicy = kubeflowv1.RestartPolicyOnFailure
+			},
+		},
+		"elastic: only maxReplicas": {
+			job: elastic(4, func(j *kubeflowv1.PyTorchJob) { j.Spec.ElasticPolicy.MinReplicas = nil }),
+			want: func(j *kubeflowv1.PyTorchJob) {
+				commonDefaults(j)
+				j.Spec.ElasticPolicy.MinReplicas = ptr.To[int32](4)
+			},
+		},
+		"elastic: bounds from the worker count stay unset": {
+			job: elastic(3, func(j *kubeflowv1.PyTorchJob) {
+				j.Spec.ElasticPolicy.MinReplicas, j.Spec.ElasticPolicy.MaxReplicas = nil, nil
+			}),
+			want: commonDefaults,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := tc.job.DeepCopy()
+			Default(got)
+			want := tc.job.DeepCopy()
+			tc.want(want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Default (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(Defaulted(tc.job), Defaulted(got)); diff != "" {
+				t.Errorf("Defaulted of the stored job differs from Defaulted of the job as written (-written +stored):\n%s", diff)
+			}
+			again := got.DeepCopy()
+			Default(again)
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("Default is not idempotent (-once +twice):\n%s", diff)
+			}
+		})
+	}
+}

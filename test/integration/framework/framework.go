@@ -33,6 +33,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/metrics"
@@ -77,11 +78,14 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
-// Scheme knows Kubernetes, Trainyard and JobSet types.
+// Scheme knows Kubernetes, Trainyard (TrainJob and the legacy PyTorchJob),
+// JobSet and Kueue types. The PyTorchJob CRD is installed with the others
+// (manifests/base/crds), so the webhooks suite serves its webhooks.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(trainer.AddToScheme(s))
+	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
 	utilruntime.Must(kueue.AddToScheme(s))
 	return s

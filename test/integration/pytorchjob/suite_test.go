@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,7 +38,7 @@ import (
 
 var (
 	env *framework.Env
-	// c knows the kubeflow.org/v1 types, which the framework's scheme does not.
+	// c is a client of the framework's scheme, which knows kubeflow.org/v1.
 	c      client.Client
 	scheme *k8sruntime.Scheme
 )
@@ -69,7 +68,6 @@ func TestMain(m *testing.M) {
 // PyTorchJob controller.
 func startManager() (func(), error) {
 	scheme = framework.Scheme()
-	utilruntime.Must(kubeflowv1.AddToScheme(scheme))
 	var err error
 	if c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err

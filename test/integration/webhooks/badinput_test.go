@@ -237,25 +237,3 @@ func TestBadRuntimesAreRejected(t *testing.T) {
 		})
 	}
 }
-
-// The defaulting webhook stamps each runtime patch with the time it last changed.
-func TestRuntimePatchTimes(t *testing.T) {
-	ns := newNamespace(t)
-	newRuntime(t, ns, "rt")
-	j := job(ns, "stamped", func(j *trainer.TrainJob) {
-		j.Spec.Suspend = ptr.To(true)
-		j.Spec.RuntimePatches = patchContainer("node", "logger", debug)
-	})
-	require.NoError(t, env.Client.Create(ctx(), j))
-	require.NotNil(t, j.Spec.RuntimePatches[0].Time, "time stamped on create")
-	first := *j.Spec.RuntimePatches[0].Time
-
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(j), j); err != nil {
-			return err
-		}
-		j.Spec.Labels = map[string]string{"unrelated": "change"}
-		return env.Client.Update(ctx(), j)
-	}))
-	require.Equal(t, first, *j.Spec.RuntimePatches[0].Time, "unchanged patch keeps its time")
-}

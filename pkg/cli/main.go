@@ -64,6 +64,7 @@ func commands() map[string]*command {
 		"logs":     logsCommand(),
 		"wait":     waitCommand(),
 		"delete":   deleteCommand(),
+		"events":   eventsCommand(),
 	}
 }
 

@@ -173,8 +173,8 @@ func TestWaitFor(t *testing.T) {
 	)
 	cases := []struct {
 		job, statuses string
-		code      int
-		inStderr  string
+		code          int
+		inStderr      string
 	}{
 		{"running", "Running", ExitOK, ""},
 		{"running", "Running,Complete", ExitOK, ""},

@@ -5,11 +5,13 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
@@ -57,11 +59,18 @@ func (k *KubeFlags) Connect() (*Clients, error) {
 	return NewClients(cfg, ns)
 }
 
-// Scheme holds the kinds the CLI reads: TrainJobs, runtimes and pods.
+// Scheme holds the kinds the CLI reads: TrainJobs, runtimes, JobSets, pods and
+// events.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering core/v1: %w", err)
+	}
+	if err := eventsv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering events.k8s.io/v1: %w", err)
+	}
+	if err := jobsetv1alpha2.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering %s: %w", jobsetv1alpha2.GroupVersion, err)
 	}
 	if err := trainer.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering %s: %w", trainer.GroupVersion, err)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -21,11 +25,12 @@ const DefaultRuntime = "torch-distributed"
 func runtimesCommand() *command {
 	var output string
 	return &command{
-		usage:   "[-o yaml|json]",
-		summary: "List the runtimes a TrainJob can use, with framework, nodes and devices",
+		usage:   "[NAME] [-o yaml|json]",
+		summary: "List the runtimes a TrainJob can use (or show one), with framework, nodes and devices",
 		help: `Lists the namespace's TrainingRuntimes and the ClusterTrainingRuntimes that carry
 the trainer.kubeflow.org/framework label (others are named on stderr, as the SDK
-skips them). DEVICE and DEVICE COUNT come from the limits of the runtime's node
+skips them). With NAME, shows that runtime as ` + "`trainyard train --runtime NAME`" + ` finds
+it: the namespace's TrainingRuntime of that name, else the ClusterTrainingRuntime. DEVICE and DEVICE COUNT come from the limits of the runtime's node
 container (nvidia.com/gpu → gpu, google.com/tpu → tpu, nvidia.com/mig-* → mig-*,
 cpu → cpu; Unknown without limits), the count for all nodes together.
 ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
@@ -33,8 +38,8 @@ ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
 			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
 		},
 		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return usagef("runtimes takes no arguments, got %q", args)
+			if len(args) > 1 {
+				return usagef("runtimes takes at most one runtime name, got %q", args)
 			}
 			if err := checkOutput(output); err != nil {
 				return err
@@ -42,6 +47,19 @@ ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
 			cl, err := e.connect()
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				rt, err := GetRuntime(ctx, cl.Client, cl.Namespace, args[0])
+				if err != nil {
+					return err
+				}
+				if rt.Framework == "" {
+					fmt.Fprintf(e.stderr, "warning: %s %s has no %s label; the SDK does not list it\n", rt.Kind, rt.Name, trainer.FrameworkLabel)
+				}
+				if output != OutputTable {
+					return printData(e.stdout, output, rt)
+				}
+				return PrintRuntimes(e.stdout, []Runtime{rt})
 			}
 			rts, skipped, warnings, err := ListRuntimes(ctx, cl.Client, cl.Namespace)
 			if err != nil {
@@ -171,21 +189,29 @@ Prints the TrainJob's name. Examples:
 }
 
 func getCommand() *command {
-	var output string
+	var output, runtimeName string
 	return &command{
-		usage:   "[NAME] [-o yaml|json]",
+		usage:   "[NAME | --runtime RUNTIME] [-o yaml|json]",
 		summary: "Show a TrainJob's status and steps (node pods), or list TrainJobs",
 		help: `STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
 with its reason and message. Each step is a pod: node-<rank> for the trainer's
 nodes, with the pod's phase and its device (from the node container's limits;
 the count is PET_NPROC_PER_NODE, torchrun's processes per node, when it is a
-number).`,
+number). Initializer pods (of the replicated jobs labelled
+trainer.kubeflow.org/trainjob-ancestor-step=dataset-initializer or
+model-initializer) are the steps dataset-initializer and model-initializer.
+Without NAME, lists the namespace's TrainJobs; --runtime lists only those on
+that runtime (spec.runtimeRef.name).`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
+			fs.StringVar(&runtimeName, "runtime", "", "list only the TrainJobs on this runtime")
 		},
 		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
 			if len(args) > 1 {
 				return usagef("get takes at most one TrainJob name, got %q", args)
+			}
+			if len(args) == 1 && runtimeName != "" {
+				return usagef("--runtime filters the list of TrainJobs; it does not go with a TrainJob name")
 			}
 			if err := checkOutput(output); err != nil {
 				return err
@@ -208,10 +234,17 @@ number).`,
 			if err != nil {
 				return err
 			}
+			if runtimeName != "" {
+				jobs = OnRuntime(jobs, runtimeName)
+			}
 			if output != OutputTable {
 				return printData(e.stdout, output, jobs)
 			}
 			if len(jobs) == 0 {
+				if runtimeName != "" {
+					fmt.Fprintf(e.stderr, "no TrainJobs on runtime %s in namespace %s\n", runtimeName, cl.Namespace)
+					return nil
+				}
 				fmt.Fprintf(e.stderr, "no TrainJobs in namespace %s\n", cl.Namespace)
 				return nil
 			}
@@ -224,21 +257,40 @@ func logsCommand() *command {
 	var (
 		follow bool
 		node   int
+		step   string
 	)
 	return &command{
-		usage:   "NAME [-f] [--node N]",
+		usage:   "NAME [-f] [--node N | --step STEP]",
 		summary: "Print the logs of a TrainJob's nodes, each line prefixed with [node-N]:",
 		help: `Without -f, prints what every node (or node N) has logged so far, node by node.
 With -f, follows every node while the TrainJob runs, including pods that start
 later and containers that restart, and returns once the TrainJob has finished
-and the logs have ended.`,
+and the logs have ended.
+
+--step takes the SDK's step names: node-N is --node N; dataset-initializer and
+model-initializer print that initializer's container log, each line prefixed
+with [dataset-initializer]: (or [model-initializer]:); with -f, until the
+initializer's pods have finished (or the TrainJob has).`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVarP(&follow, "follow", "f", false, "follow the logs until the TrainJob finishes")
 			fs.IntVar(&node, "node", -1, "only the node of this rank; -1 means every node")
+			fs.StringVar(&step, "step", "", "only this step: node-N, dataset-initializer or model-initializer (see `trainyard get NAME`)")
 		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if len(args) != 1 {
 				return usagef("logs takes one TrainJob name, got %q", args)
+			}
+			initializer := ""
+			switch {
+			case step == "":
+			case fs.Changed("node"):
+				return usagef("--node and --step: give one of them")
+			case step == trainer.AncestorDatasetInitializer || step == trainer.AncestorModelInitializer:
+				initializer = step
+			case strings.HasPrefix(step, "node-") && isCount(strings.TrimPrefix(step, "node-")):
+				node, _ = strconv.Atoi(strings.TrimPrefix(step, "node-"))
+			default:
+				return usagef("--step %q: want node-N, %s or %s", step, trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer)
 			}
 			cl, err := e.connect()
 			if err != nil {
@@ -251,21 +303,70 @@ and the logs have ended.`,
 			}
 			s := &logs.Streamer{Client: cl.Clientset, Namespace: cl.Namespace, Job: name, Node: node,
 				Out: func(l string) { fmt.Fprintln(e.stdout, l) }}
+			if initializer != "" {
+				inits := InitializerSteps(jobSetOf(ctx, cl.Client, cl.Namespace, name))
+				s.Step, s.Container = initializer, initializer
+				s.Select = func(p *corev1.Pod) bool { return StepOf(p, inits) == initializer }
+			}
 			if !follow {
 				n, err := s.Print(ctx)
 				if err == nil && n == 0 {
-					fmt.Fprintf(e.stderr, "no node of TrainJob %s has started yet (trainyard logs -f waits for them)\n", name)
+					what := "no node"
+					if initializer != "" {
+						what = "no " + initializer + " pod"
+					}
+					fmt.Fprintf(e.stderr, "%s of TrainJob %s has started yet (trainyard logs -f waits for them)\n", what, name)
 				}
 				return err
 			}
 			finished := make(chan struct{})
 			go func() {
 				defer close(finished)
+				if initializer != "" {
+					watchStepFinished(ctx, cl, name, s.Select)
+					return
+				}
 				watchFinished(ctx, cl.Client, cl.Namespace, name)
 			}()
 			s.Follow(ctx, finished, 10*time.Second)
 			return ctx.Err()
 		},
+	}
+}
+
+// watchStepFinished returns once the TrainJob has finished or is gone, or the
+// step has pods and all of them have finished, or ctx is done.
+func watchStepFinished(ctx context.Context, cl *Clients, name string, selectPod func(*corev1.Pod) bool) {
+	for ctx.Err() == nil {
+		var job trainer.TrainJob
+		err := cl.Client.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: name}, &job)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if _, done := Finished(&job); err == nil && done {
+			return
+		}
+		pods, err := cl.Clientset.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: logs.JobSetNameLabel + "=" + name})
+		if err == nil {
+			n, ended := 0, 0
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if !selectPod(p) {
+					continue
+				}
+				n++
+				if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+					ended++
+				}
+			}
+			if n > 0 && ended == n {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -288,14 +389,25 @@ func watchFinished(ctx context.Context, c client.Client, namespace, name string)
 }
 
 func waitCommand() *command {
-	var timeout, interval time.Duration
+	var (
+		timeout, interval time.Duration
+		forStatus         string
+	)
 	return &command{
-		usage:   "NAME [--timeout 10m]",
-		summary: "Wait for a TrainJob to finish, showing its progress",
+		usage:   "NAME [--for Complete] [--timeout 10m]",
+		summary: "Wait for a TrainJob to reach a status (by default to finish), showing its progress",
 		help: `Prints a line whenever the TrainJob's phase, reason or number of ready nodes
-changes. Exits 0 when it is Complete, 1 when it Failed (with the reason and
-message), 3 when the timeout passes first.`,
+changes. By default waits for Complete: exits 0 when it is Complete, 1 when it
+Failed (with the reason and message), 3 when the timeout passes first.
+
+--for takes a comma-separated set of statuses, as the SDK's
+wait_for_job_status(status={...}): Created (the TrainJob exists and has not
+finished), Pending, Running, Suspended (status.phase), Complete, Failed. Exits 0
+as soon as the TrainJob is in any of them; 1 when it Failed and Failed is not in
+the set, or it finished in another status; 3 on timeout. Example:
+  trainyard wait my-job --for Running,Complete --timeout 5m`,
 		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed")
 			fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 			fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
 		},
@@ -306,11 +418,57 @@ message), 3 when the timeout passes first.`,
 			if timeout <= 0 || interval <= 0 {
 				return usagef("--timeout and --interval must be positive")
 			}
+			want, err := ParseStatuses(forStatus)
+			if err != nil {
+				return usageError{err}
+			}
 			cl, err := e.connect()
 			if err != nil {
 				return err
 			}
-			return Wait(ctx, cl.Client, cl.Namespace, args[0], timeout, interval, e.stdout)
+			return Wait(ctx, cl.Client, cl.Namespace, args[0], want, timeout, interval, e.stdout)
+		},
+	}
+}
+
+func eventsCommand() *command {
+	var output string
+	return &command{
+		usage:   "NAME [-o yaml|json]",
+		summary: "Show the events of a TrainJob, of its JobSet and of its pods, oldest first",
+		help: `Reads the namespace's events (events.k8s.io/v1, as the manager writes them, and
+core/v1, as other controllers may) about the TrainJob, its JobSet (of the same
+name) and its pods (labelled jobset.sigs.k8s.io/jobset-name=NAME), oldest first,
+in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are not shown.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+		},
+		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+			if len(args) != 1 {
+				return usagef("events takes one TrainJob name, got %q", args)
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cl, err := e.connect()
+			if err != nil {
+				return err
+			}
+			evs, err := ListEvents(ctx, cl.Client, cl.Namespace, args[0])
+			if err != nil {
+				return err
+			}
+			if output != OutputTable {
+				if evs == nil {
+					evs = []Event{}
+				}
+				return printData(e.stdout, output, evs)
+			}
+			if len(evs) == 0 {
+				fmt.Fprintf(e.stderr, "no events of TrainJob %s in namespace %s\n", args[0], cl.Namespace)
+				return nil
+			}
+			return PrintEvents(e.stdout, evs, time.Now())
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
@@ -24,9 +25,6 @@ const (
 	NodeJob            = "node"
 	EnvNumProcPerNode  = "PET_NPROC_PER_NODE"
 )
-
-// stepJobs are the replicated jobs whose pods are steps, as in the SDK.
-var stepJobs = []string{trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer, LauncherJob, NodeJob}
 
 // Job is what the CLI shows of a TrainJob: the SDK's TrainJob (name, runtime,
 // steps, status, number of nodes) plus the reason and message of its status.
@@ -72,8 +70,12 @@ func Finished(job *trainer.TrainJob) (cond *metav1.Condition, done bool) {
 // NewJob describes a TrainJob from the object, its pods and, when known, its
 // runtime (for the number of nodes when the TrainJob does not set it).
 func NewJob(job *trainer.TrainJob, pods []corev1.Pod, rt *Runtime) Job {
+	return newJob(job, pods, nil, rt)
+}
+
+func newJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]string, rt *Runtime) Job {
 	j := Job{Name: job.Name, Namespace: job.Namespace, Runtime: job.Spec.RuntimeRef.Name,
-		CreationTimestamp: job.CreationTimestamp, Steps: Steps(pods),
+		CreationTimestamp: job.CreationTimestamp, Steps: StepsOf(pods, initializers),
 		Status: string(job.Status.Phase), Reason: job.Status.Reason, Message: job.Status.Message}
 	switch {
 	case job.Spec.Trainer != nil && job.Spec.Trainer.NumNodes != nil:
@@ -114,8 +116,47 @@ func sdkStatus(job *trainer.TrainJob, steps []Step, numNodes int32) (status, rea
 // ranks numerically), then pod creation. Node pods are node-<completion index>;
 // when the job has a launcher, it is node-0 and the nodes count from 1. The device
 // comes from the step container's limits; a numeric PET_NPROC_PER_NODE of the
-// container is its device count (torchrun's processes per node).
-func Steps(pods []corev1.Pod) []Step {
+// container is its device count (torchrun's processes per node). Pods of the
+// replicated jobs named dataset-initializer and model-initializer are steps of
+// those names.
+func Steps(pods []corev1.Pod) []Step { return StepsOf(pods, nil) }
+
+// InitializerSteps maps the replicated jobs of a JobSet that are labelled
+// trainer.kubeflow.org/trainjob-ancestor-step=dataset-initializer or
+// model-initializer to that step name, whatever the jobs are named.
+func InitializerSteps(js *jobsetv1alpha2.JobSet) map[string]string {
+	m := map[string]string{}
+	if js == nil {
+		return m
+	}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		switch a := rj.Template.Labels[trainer.AncestorLabel]; a {
+		case trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer:
+			m[rj.Name] = a
+		}
+	}
+	return m
+}
+
+// StepOf is the initializer step a pod belongs to (dataset-initializer or
+// model-initializer), given InitializerSteps of its JobSet, or "": its
+// replicated job is named as the step, is labelled so in the JobSet, or the pod
+// itself carries the ancestor label.
+func StepOf(p *corev1.Pod, initializers map[string]string) string {
+	rj := p.Labels[ReplicatedJobLabel]
+	if s, ok := initializers[rj]; ok {
+		return s
+	}
+	for _, s := range []string{rj, p.Labels[trainer.AncestorLabel]} {
+		if s == trainer.AncestorDatasetInitializer || s == trainer.AncestorModelInitializer {
+			return s
+		}
+	}
+	return ""
+}
+
+// StepsOf is Steps with the initializer steps of the JobSet (InitializerSteps).
+func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 	launcher := false
 	for _, p := range pods {
 		if p.Labels[ReplicatedJobLabel] == LauncherJob {
@@ -132,6 +173,9 @@ func Steps(pods []corev1.Pod) []Step {
 		rj := p.Labels[ReplicatedJobLabel]
 		r := row{Step: Step{Status: string(p.Status.Phase), Pod: p.Name}, rank: -1, created: p.CreationTimestamp}
 		container := NodeJob
+		if step := StepOf(&p, initializers); step != "" {
+			rj = step
+		}
 		switch rj {
 		case trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer:
 			container = rj
@@ -197,9 +241,9 @@ func findContainer(p *corev1.Pod, name string) *corev1.Container {
 	return nil
 }
 
-// stepSelector selects the step pods of the named JobSets (all JobSets when no
-// name is given).
-func stepSelector(names ...string) (labels.Selector, error) {
+// jobPodSelector selects the pods of the named JobSets (all JobSets when no
+// name is given); Steps picks the steps among them.
+func jobPodSelector(names ...string) (labels.Selector, error) {
 	op, vals := selection.Exists, []string(nil)
 	if len(names) > 0 {
 		op, vals = selection.In, names
@@ -208,20 +252,17 @@ func stepSelector(names ...string) (labels.Selector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("selecting the pods of %v: %w", names, err)
 	}
-	byStep, err := labels.NewRequirement(ReplicatedJobLabel, selection.In, stepJobs)
-	if err != nil {
-		return nil, fmt.Errorf("selecting step pods: %w", err)
-	}
-	return labels.NewSelector().Add(*byJob, *byStep), nil
+	return labels.NewSelector().Add(*byJob), nil
 }
 
-// GetJob reads a TrainJob, its pods and its runtime.
+// GetJob reads a TrainJob, its pods, its JobSet (for the initializer steps) and
+// its runtime.
 func GetJob(ctx context.Context, c client.Client, namespace, name string) (Job, error) {
 	var job trainer.TrainJob
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job); err != nil {
 		return Job{}, fmt.Errorf("reading TrainJob %s/%s: %w", namespace, name, err)
 	}
-	sel, err := stepSelector(name)
+	sel, err := jobPodSelector(name)
 	if err != nil {
 		return Job{}, err
 	}
@@ -229,7 +270,16 @@ func GetJob(ctx context.Context, c client.Client, namespace, name string) (Job, 
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return Job{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", namespace, name, err)
 	}
-	return NewJob(&job, pods.Items, runtimeOf(ctx, c, &job)), nil
+	return newJob(&job, pods.Items, InitializerSteps(jobSetOf(ctx, c, namespace, name)), runtimeOf(ctx, c, &job)), nil
+}
+
+// jobSetOf reads the TrainJob's JobSet; nil when it is not there or cannot be read.
+func jobSetOf(ctx context.Context, c client.Client, namespace, name string) *jobsetv1alpha2.JobSet {
+	var js jobsetv1alpha2.JobSet
+	if c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &js) != nil {
+		return nil
+	}
+	return &js
 }
 
 // ListJobs reads the namespace's TrainJobs, ordered by creation, each with its steps.
@@ -238,13 +288,22 @@ func ListJobs(ctx context.Context, c client.Client, namespace string) ([]Job, er
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing TrainJobs in namespace %s: %w", namespace, err)
 	}
-	sel, err := stepSelector()
+	sel, err := jobPodSelector()
 	if err != nil {
 		return nil, err
 	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing TrainJob pods in namespace %s: %w", namespace, err)
+	}
+	// The JobSets tell initializer jobs that are not named as their step; without
+	// them (RBAC), those named so are still steps.
+	initializers := map[string]map[string]string{}
+	var jobSets jobsetv1alpha2.JobSetList
+	if c.List(ctx, &jobSets, client.InNamespace(namespace)) == nil {
+		for i := range jobSets.Items {
+			initializers[jobSets.Items[i].Name] = InitializerSteps(&jobSets.Items[i])
+		}
 	}
 	byJob := map[string][]corev1.Pod{}
 	for _, p := range pods.Items {
@@ -270,9 +329,20 @@ func ListJobs(ctx context.Context, c client.Client, namespace string) ([]Job, er
 			}
 			rt = runtimes[key]
 		}
-		jobs = append(jobs, NewJob(job, byJob[job.Name], rt))
+		jobs = append(jobs, newJob(job, byJob[job.Name], initializers[job.Name], rt))
 	}
 	return jobs, nil
+}
+
+// OnRuntime keeps the TrainJobs whose runtimeRef names the runtime.
+func OnRuntime(jobs []Job, runtime string) []Job {
+	out := make([]Job, 0, len(jobs))
+	for _, j := range jobs {
+		if j.Runtime == runtime {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 func ptrString(p *string) string {

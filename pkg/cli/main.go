@@ -1,7 +1,7 @@
 // Package cli is the `trainyard` command line: the Kubeflow SDK's TrainerClient
-// flow (list runtimes, train, get a job with its steps, logs, wait, delete) against
-// any cluster that serves trainer.kubeflow.org/v1alpha1, with kubectl's
-// connection flags. The pure parts (device derivation, --resources, scripts, steps)
+// flow (list or get runtimes, train, get a job with its steps, logs, wait, events,
+// delete) against any cluster that serves trainer.kubeflow.org/v1alpha1, with
+// kubectl's connection flags. The pure parts (device derivation, --resources, scripts, steps)
 // are exported for tests and other tools; Main runs a command line.
 package cli
 
@@ -64,6 +64,7 @@ func commands() map[string]*command {
 		"logs":     logsCommand(),
 		"wait":     waitCommand(),
 		"delete":   deleteCommand(),
+		"events":   eventsCommand(),
 	}
 }
 

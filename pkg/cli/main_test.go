@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,9 +27,11 @@ import (
 
 // fakeCluster runs command lines against a fake API with these objects, in
 // namespace "ns" unless -n says otherwise.
+// Pods are also in the fake clientset that logs read (every log is "fake logs").
 type fakeCluster struct {
-	t *testing.T
-	c client.Client
+	t  *testing.T
+	c  client.Client
+	cs *k8sfake.Clientset
 }
 
 func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
@@ -37,7 +40,13 @@ func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeCluster{t: t, c: fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()}
+	var pods []k8sruntime.Object
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p.DeepCopy())
+		}
+	}
+	return &fakeCluster{t: t, c: fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build(), cs: k8sfake.NewClientset(pods...)}
 }
 
 // run runs a command line and returns its exit code, stdout and stderr.
@@ -50,7 +59,7 @@ func (f *fakeCluster) run(args ...string) (int, string, string) {
 		if ns == "" {
 			ns = "ns"
 		}
-		return &Clients{Client: f.c, Clientset: k8sfake.NewClientset(), Namespace: ns}, nil
+		return &Clients{Client: f.c, Clientset: f.cs, Namespace: ns}, nil
 	}
 	code := run(context.Background(), e, args)
 	return code, out.String(), errOut.String()
@@ -239,7 +248,25 @@ func jobPod(job, index string, phase corev1.PodPhase) *corev1.Pod {
 	p := pod(job+"-node-0-"+index, "node", index, phase, 0, nodeContainer(limits("cpu", "2"), nproc("2")))
 	p.Namespace = "ns"
 	p.Labels["jobset.sigs.k8s.io/jobset-name"] = job
+	p.Status.ContainerStatuses = containerStatuses(&p)
 	return &p
+}
+
+// containerStatuses says that the pod's containers have started (so that they
+// have logs) unless the pod is Pending.
+func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
+	var sts []corev1.ContainerStatus
+	for _, c := range p.Spec.Containers {
+		st := corev1.ContainerStatus{Name: c.Name}
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			st.State.Running = &corev1.ContainerStateRunning{}
+		case corev1.PodSucceeded, corev1.PodFailed:
+			st.State.Terminated = &corev1.ContainerStateTerminated{}
+		}
+		sts = append(sts, st)
+	}
+	return sts
 }
 
 func TestGetCommand(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,10 +61,68 @@ func (p progress) String() string {
 	return s
 }
 
-// Wait polls the TrainJob until it is Complete (nil), Failed (a
-// *JobFailedError) or timeout passes (ErrTimeout), writing a line to out whenever
-// its phase, reason or number of ready nodes changes.
-func Wait(ctx context.Context, c client.Client, namespace, name string, timeout, interval time.Duration, out io.Writer) error {
+// Statuses `wait --for` accepts: the SDK's TrainJob statuses (Created, Running,
+// Complete, Failed) and the phases Pending and Suspended.
+var Statuses = []string{trainer.TrainJobCreated, string(trainer.TrainJobPending), string(trainer.TrainJobRunning),
+	string(trainer.TrainJobSuspended), trainer.TrainJobComplete, trainer.TrainJobFailed}
+
+// ParseStatuses parses a comma-separated set of Statuses (case-insensitive).
+func ParseStatuses(s string) (map[string]bool, error) {
+	set := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		known := ""
+		for _, st := range Statuses {
+			if strings.EqualFold(f, st) {
+				known = st
+			}
+		}
+		if known == "" {
+			return nil, fmt.Errorf("--for %q: unknown status %q; want some of %s", s, f, strings.Join(Statuses, ", "))
+		}
+		set[known] = true
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("--for %q: no status; want some of %s", s, strings.Join(Statuses, ", "))
+	}
+	return set, nil
+}
+
+// reached reports whether the TrainJob is in one of the wanted statuses, and
+// whether it can no longer get there (it finished in another status).
+func reached(job *trainer.TrainJob, want map[string]bool) (ok, never bool) {
+	if cond, done := Finished(job); done {
+		return want[cond.Type], !want[cond.Type]
+	}
+	if want[trainer.TrainJobCreated] {
+		return true, false
+	}
+	return job.Status.Phase != "" && want[string(job.Status.Phase)], false
+}
+
+// setString lists the wanted statuses in the order of Statuses.
+func setString(want map[string]bool) string {
+	var l []string
+	for _, st := range Statuses {
+		if want[st] {
+			l = append(l, st)
+		}
+	}
+	return strings.Join(l, " or ")
+}
+
+// Wait polls the TrainJob until it is in one of the wanted statuses (nil; see
+// ParseStatuses; nil or empty means Complete), Failed when Failed is not wanted
+// (a *JobFailedError), finished otherwise (an error), or timeout passes
+// (ErrTimeout), writing a line to out whenever its phase, reason or number of
+// ready nodes changes.
+func Wait(ctx context.Context, c client.Client, namespace, name string, want map[string]bool, timeout, interval time.Duration, out io.Writer) error {
+	if len(want) == 0 {
+		want = map[string]bool{trainer.TrainJobComplete: true}
+	}
 	start := time.Now()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -82,18 +141,26 @@ func Wait(ctx context.Context, c client.Client, namespace, name string, timeout,
 				fmt.Fprintf(out, "%s TrainJob %s: %s\n", elapsed(start), name, p)
 				last = p
 			}
-			if cond, done := Finished(&job); done {
+			ok, never := reached(&job, want)
+			if ok {
+				return nil
+			}
+			if never {
+				cond, _ := Finished(&job)
 				if cond.Type == trainer.TrainJobFailed {
 					return &JobFailedError{Name: name, Reason: cond.Reason, Message: cond.Message}
 				}
-				return nil
+				return fmt.Errorf("TrainJob %s is %s; it will not be %s", name, cond.Type, setString(want))
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for TrainJob %s: %w", name, ctx.Err())
 		case <-deadline.C:
-			return fmt.Errorf("TrainJob %s not finished after %s (last: %s): %w", name, timeout, last, ErrTimeout)
+			if len(want) == 1 && want[trainer.TrainJobComplete] {
+				return fmt.Errorf("TrainJob %s not finished after %s (last: %s): %w", name, timeout, last, ErrTimeout)
+			}
+			return fmt.Errorf("TrainJob %s not %s after %s (last: %s): %w", name, setString(want), timeout, last, ErrTimeout)
 		case <-time.After(interval):
 		}
 	}

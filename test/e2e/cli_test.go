@@ -131,6 +131,69 @@ func TestCLIRuntimes(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("runtimes -o json (-want +got):\n%s", diff)
 	}
+
+	// One runtime by name, as a table; a missing one names both places looked in.
+	r = mustCLI(t, "", "runtimes", "torch-distributed-gpu")
+	if !regexp.MustCompile(`^NAME\s+KIND\s+FRAMEWORK\s+NODES\s+DEVICE\s+DEVICE COUNT\s+ENTRYPOINT\ntorch-distributed-gpu\s+ClusterTrainingRuntime\s+torch\s+1\s+gpu\s+1\s+torchrun\n$`).MatchString(r.stdout) {
+		t.Errorf("runtimes torch-distributed-gpu:\n%s", r.stdout)
+	}
+	r = runCLI(t, "", short, "runtimes", "no-such-runtime")
+	if r.code != tycli.ExitFailed || !strings.Contains(r.stderr, "no TrainingRuntime in namespace default and no ClusterTrainingRuntime") {
+		t.Errorf("runtimes no-such-runtime: exit %d, stderr %q; want 1 and both places named", r.code, r.stderr)
+	}
+}
+
+// wait --for Running returns while the job runs; events shows the manager's
+// JobSetCreated and the pods' events; get --runtime lists only the jobs on that
+// runtime.
+func TestCLIWaitRunningEvents(t *testing.T) {
+	ns := newNamespace(t)
+	job := runFor(loadTrainJob(t, "examples/trainjob-torch.yaml", ns, "running"), time.Minute)
+	if err := cli.Create(ctx(), job); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, ns, long, "wait", "running", "--for", "Running", "--timeout", "2m")
+	if r.code != 0 || !strings.Contains(r.stdout, "TrainJob running: Running") {
+		t.Fatalf("wait --for Running: exit %d, want 0 and Running\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if phase := get(t, ns, "running").Status.Phase; phase != trainer.TrainJobRunning {
+		t.Errorf("after wait --for Running the phase is %s", phase)
+	}
+
+	// The manager's event is on the TrainJob; the scheduler's on the pods.
+	waitFor(t, short, func() error {
+		r := runCLI(t, ns, short, "events", "running")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "LAST SEEN") {
+			return fmt.Errorf("events: exit %d", r.code)
+		}
+		for _, re := range []string{`(?m)\sNormal\s+JobSetCreated\s+trainjob/running\s+Created JobSet running$`, `(?m)\sScheduled\s+pod/running-node-0-0-`} {
+			if !regexp.MustCompile(re).MatchString(r.stdout) {
+				return fmt.Errorf("events lack %s", re)
+			}
+		}
+		return nil
+	})
+	r = mustCLI(t, ns, "events", "running", "-o", "json")
+	var evs []tycli.Event
+	if err := json.Unmarshal([]byte(r.stdout), &evs); err != nil || len(evs) == 0 {
+		t.Fatalf("events -o json: %v\n%s", err, r.stdout)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].LastSeen.Before(&evs[i-1].LastSeen) {
+			t.Errorf("events out of order: %s %s/%s at %s after %s", evs[i].Reason, evs[i].Kind, evs[i].Object, evs[i].LastSeen, evs[i-1].LastSeen)
+		}
+	}
+
+	mustCLI(t, ns, "train", "--name", "plain", "--runtime", "plain-ml", "--", "python3", "-c", "pass")
+	r = mustCLI(t, ns, "get", "--runtime", "torch-distributed")
+	if !regexp.MustCompile(`(?m)^running\s+torch-distributed\s+2\s+Running\s`).MatchString(r.stdout) || strings.Contains(r.stdout, "plain") {
+		t.Errorf("get --runtime torch-distributed:\n%s", r.stdout)
+	}
+	r = mustCLI(t, ns, "get", "--runtime", "plain-ml", "-o", "json")
+	var jobs []tycli.Job
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 || jobs[0].Name != "plain" {
+		t.Errorf("get --runtime plain-ml -o json: %v\n%s", err, r.stdout)
+	}
 }
 
 // train → get → wait → delete on two CPU nodes: the JobSet has both nodes with

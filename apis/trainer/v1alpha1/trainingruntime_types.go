@@ -12,7 +12,7 @@ import (
 // +genclient
 // +genclient:nonNamespaced
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,categories=trainer
+// +kubebuilder:resource:scope=Cluster,categories=trainer,shortName=ctr
 // +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.metadata.labels.trainer\.kubeflow\.org/framework`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -38,7 +38,7 @@ type ClusterTrainingRuntimeList struct {
 //
 // +genclient
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:categories=trainer
+// +kubebuilder:resource:categories=trainer,shortName=tr
 // +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.metadata.labels.trainer\.kubeflow\.org/framework`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

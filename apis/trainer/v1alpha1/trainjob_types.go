@@ -14,7 +14,7 @@ import (
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=trainer
+// +kubebuilder:resource:categories=trainer,shortName=tj
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.phase`,description="Current state: Pending, Running, Suspended, Complete or Failed"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.numNodes`,description="Training nodes asked for"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`,description="Training nodes running and ready"

@@ -44,6 +44,12 @@ type Streamer struct {
 	Node int
 	// Out receives every line, prefix included. Calls are serialised.
 	Out func(line string)
+	// Step, when set with Select and Container, reads the pods of another step
+	// (an initializer) instead of the nodes: the pods Select picks (Node does not
+	// apply), their container Container, each line prefixed "[<Step>]: ".
+	Step      string
+	Select    func(pod *corev1.Pod) bool
+	Container string
 
 	mu sync.Mutex
 }
@@ -64,6 +70,23 @@ func Rank(pod *corev1.Pod) (int, bool) {
 // Prefix is what each line of a node's log starts with.
 func Prefix(rank int) string { return fmt.Sprintf("[node-%d]: ", rank) }
 
+// container is the container the Streamer reads.
+func (s *Streamer) container() string {
+	if s.Step != "" {
+		return s.Container
+	}
+	return NodeContainer
+}
+
+// prefix is what each line of the pod's log starts with.
+func (s *Streamer) prefix(pod *corev1.Pod) string {
+	if s.Step != "" {
+		return "[" + s.Step + "]: "
+	}
+	rank, _ := Rank(pod)
+	return Prefix(rank)
+}
+
 func (s *Streamer) line(l string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,6 +102,12 @@ func (s *Streamer) pods(ctx context.Context) ([]corev1.Pod, error) {
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
+		if s.Step != "" {
+			if s.Select(&p) && hasContainer(&p, s.Container) {
+				out = append(out, p)
+			}
+			continue
+		}
 		rank, ok := Rank(&p)
 		if !ok || !hasContainer(&p, NodeContainer) || (s.Node >= 0 && rank != s.Node) {
 			continue
@@ -128,11 +157,10 @@ func (s *Streamer) Print(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, p := range pods {
-		if !started(containerStatus(&p, NodeContainer)) {
+		if !started(containerStatus(&p, s.container())) {
 			continue
 		}
-		rank, _ := Rank(&p)
-		if err := s.stream(ctx, p.Name, Prefix(rank), false); err != nil {
+		if err := s.stream(ctx, p.Name, s.prefix(&p), false); err != nil {
 			return n, err
 		}
 		n++
@@ -142,7 +170,7 @@ func (s *Streamer) Print(ctx context.Context) (int, error) {
 
 // stream copies one container log, line by line, to Out.
 func (s *Streamer) stream(ctx context.Context, pod, prefix string, follow bool) error {
-	rc, err := s.Client.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: NodeContainer, Follow: follow}).Stream(ctx)
+	rc, err := s.Client.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: s.container(), Follow: follow}).Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the log of pod %s: %w", pod, err)
 	}
@@ -206,15 +234,14 @@ func (s *Streamer) Follow(ctx context.Context, finished <-chan struct{}, drain t
 // followPod follows one pod's node container, again after each restart, until
 // the pod has finished (or is deleted before its container started).
 func (s *Streamer) followPod(ctx context.Context, pod corev1.Pod) {
-	rank, _ := Rank(&pod)
-	prefix := Prefix(rank)
+	prefix := s.prefix(&pod)
 	streamed := int32(-1) // the runs of the container streamed so far
 	for ctx.Err() == nil {
 		cur, err := s.Client.CoreV1().Pods(s.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return
 		}
-		st := containerStatus(cur, NodeContainer)
+		st := containerStatus(cur, s.container())
 		run := started(st)
 		if run && st.RestartCount > streamed {
 			streamed = st.RestartCount

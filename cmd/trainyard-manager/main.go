@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -25,6 +27,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
 
 func main() {
@@ -46,6 +49,7 @@ func run() error {
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
 		kueueMode   = flag.String("kueue-mode", string(gang.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
+		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
 	)
@@ -71,6 +75,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if errs := validation.IsDNS1123Subdomain(*domain); len(errs) > 0 {
+		return fmt.Errorf("--cluster-domain %q: %s", *domain, strings.Join(errs, "; "))
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -95,7 +102,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode})
+	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode, ClusterDomain: *domain})
 	if err != nil {
 		return fmt.Errorf("registering plugins: %w", err)
 	}

@@ -144,6 +144,7 @@ func nonDefaultValues() map[string]any {
 		"imagePullSecrets": []any{map[string]any{"name": "mirror-credentials"}},
 		"replicaCount":     2,
 		"kueue":            map[string]any{"mode": "jobset"},
+		"clusterDomain":    "corp.example",
 		"webhook":          map[string]any{"certManager": map[string]any{"enabled": true}},
 		"metrics": map[string]any{"serviceMonitor": map[string]any{
 			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s",
@@ -288,8 +289,8 @@ func checkChartObjects(t *testing.T, docs []doc, ns string) map[string]bool {
 
 // chartBaseDiff compares an object rendered by the chart with the same object
 // rendered by kustomize, apart from what the chart adds: labels (the
-// kustomize labels must be among the chart's), the keep policy on CRDs, an
-// explicit --kueue-mode argument with the manager's default, and the
+// kustomize labels must be among the chart's), the keep policy on CRDs,
+// explicit --kueue-mode and --cluster-domain arguments with the manager's defaults, and the
 // objectSelector of the runtime webhooks. The image is compared by name only.
 // It returns a diff, or "" if they match.
 func chartBaseDiff(t *testing.T, chart, base doc) string {
@@ -317,7 +318,9 @@ func chartBaseDiff(t *testing.T, chart, base doc) string {
 				c["image"] = img
 				if isChart {
 					args, _ := c["args"].([]any)
-					c["args"] = slices.DeleteFunc(args, func(a any) bool { return a == "--kueue-mode=trainjob" })
+					c["args"] = slices.DeleteFunc(args, func(a any) bool {
+						return a == "--kueue-mode=trainjob" || a == "--cluster-domain=cluster.local"
+					})
 				}
 			}
 		case "ValidatingWebhookConfiguration":
@@ -413,6 +416,9 @@ func TestChartDefaults(t *testing.T) {
 	}
 	if want := "--kueue-mode=" + managerFlagValue(t, nil, "kueue-mode"); !testing.Short() && !slices.Contains(c.Args, want) {
 		t.Errorf("args %q: the default kueue.mode must be the manager's default (%s)", c.Args, want)
+	}
+	if want := "--cluster-domain=" + managerFlagValue(t, nil, "cluster-domain"); !testing.Short() && !slices.Contains(c.Args, want) {
+		t.Errorf("args %q: the default clusterDomain must be the manager's default (%s)", c.Args, want)
 	}
 
 	// The runtimes are runtimes/*.yaml with the chart's labels.
@@ -644,7 +650,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 	wantArgs := []string{
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
 		"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
-		"--kueue-mode=jobset", "--cert-management=external",
+		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--cert-management=external",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
@@ -798,6 +804,8 @@ func TestChartValueVariants(t *testing.T) {
 	}{
 		"several replicas without leader election": {map[string]any{"replicaCount": 3, "leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled"},
 		"unknown kueue mode":                       {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
+		"a cluster domain that is no DNS name":     {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},
+		"an empty cluster domain":                  {map[string]any{"clusterDomain": ""}, "clusterDomain"},
 		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
 		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
 	} {

@@ -1,4 +1,5 @@
-// Package processnode_e2e trains examples/mnist (and, in pytorchjob_test.go, the
+// Package processnode_e2e trains examples/mnist (its TrainJob on torch-distributed,
+// its elastic TrainJob on its own TrainingRuntime and, in pytorchjob_test.go, the
 // PyTorchJobs of examples/pytorchjob) for real through the whole stack:
 // a TrainJob created through the API server, resolved by the Trainyard manager into
 // a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
@@ -130,6 +131,22 @@ func linkExists(name string) bool {
 // kustomization does) and its TrainJob, renamed, in namespace ns.
 func createMNIST(t *testing.T, ctx context.Context, ns string, names ...string) {
 	t.Helper()
+	createMNISTScript(t, ctx, ns)
+	u := loadMNISTExample(t, "trainjob.yaml")
+	for _, name := range names {
+		job := u.DeepCopy()
+		job.SetName(name)
+		job.SetNamespace(ns)
+		if err := c.Client().Create(ctx, job); err != nil {
+			t.Fatalf("creating TrainJob %s: %v", name, err)
+		}
+	}
+}
+
+// createMNISTScript creates namespace ns and in it the ConfigMap mnist-script
+// with examples/mnist/mnist.py.
+func createMNISTScript(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,22 +158,20 @@ func createMNIST(t *testing.T, ctx context.Context, ns string, names ...string) 
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", "trainjob.yaml"))
+}
+
+// loadMNISTExample decodes the object of examples/mnist/<file>.
+func loadMNISTExample(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
-		t.Fatal(err)
+		t.Fatalf("decoding %s: %v", file, err)
 	}
-	for _, name := range names {
-		job := u.DeepCopy()
-		job.SetName(name)
-		job.SetNamespace(ns)
-		if err := c.Client().Create(ctx, job); err != nil {
-			t.Fatalf("creating TrainJob %s: %v", name, err)
-		}
-	}
+	return u
 }
 
 // waitFinished waits until the TrainJob is Complete or Failed and returns that condition.
@@ -358,4 +373,142 @@ func waitAllRunning(ctx context.Context, ns string, n int) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("the pods of both TrainJobs were never all Running at once: " + last)
+}
+
+// TestTrainJobElastic trains examples/mnist/trainjob-elastic.yaml on the
+// TrainingRuntime of examples/mnist/elastic-runtime.yaml (mlPolicy.torch
+// .elasticPolicy, 2 to 3 nodes): three pods run torchrun with the PET_NNODES=2:3,
+// PET_RDZV_BACKEND=c10d and PET_RDZV_ENDPOINT Trainyard sets, no node rank and
+// no master address. The endpoint is node 0's fully qualified name, which every
+// pod resolves and which node 0's agent recognises as its own (the canonical
+// name of its host name), so that agent hosts the rendezvous; the rendezvous
+// forms one world of 3 and assigns the ranks 0, 1, 2. With an endpoint no agent
+// recognises (<job>-node-0-0.<job>, what Trainyard set before) no agent hosts
+// the store and the run never trains.
+func TestTrainJobElastic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	const ns = "mnist-elastic-e2e"
+	createMNISTScript(t, ctx, ns)
+	rt := loadMNISTExample(t, "elastic-runtime.yaml")
+	rt.SetNamespace(ns)
+	if err := c.Client().Create(ctx, rt); err != nil {
+		t.Fatalf("creating TrainingRuntime %s: %v", rt.GetName(), err)
+	}
+	job := loadMNISTExample(t, "trainjob-elastic.yaml")
+	job.SetNamespace(ns)
+	start := time.Now()
+	if err := c.Client().Create(ctx, job); err != nil {
+		t.Fatalf("creating TrainJob %s: %v", job.GetName(), err)
+	}
+	name := job.GetName()
+	// Followed from the start: a JobSet that fails deletes its unfinished pods.
+	follower := followPods(ctx, ns, "jobset.sigs.k8s.io/jobset-name="+name, "node", func(r replicaLog) string {
+		return "node " + r.pod.Annotations["batch.kubernetes.io/job-completion-index"]
+	})
+
+	// A run trains in well under a minute here; one whose rendezvous never forms
+	// would retry until its Job gives up: do not wait longer than 3 minutes.
+	cond, finished := waitFinishedWithin(ctx, ns, name, 3*time.Minute)
+	took := time.Since(start)
+	if !finished {
+		// Stop it, so that its pods end (and their log streams with them) and do
+		// not load the machine for the tests that follow.
+		if err := c.Client().Delete(ctx, job); err != nil {
+			t.Logf("deleting TrainJob %s: %v", name, err)
+		}
+	}
+	logs := follower.wait(t, ctx)
+	if !finished || cond.Type != "Complete" {
+		for who, rl := range logs {
+			t.Logf("%s (pod %s):\n%s", who, rl.pod.Name, rl.log)
+		}
+		if !finished {
+			t.Fatalf("TrainJob %s not finished %s after it was created", name, took.Round(time.Second))
+		}
+		t.Fatalf("TrainJob %s: %s/%s: %s (%s after it was created)", name, cond.Type, cond.Reason, cond.Message, took.Round(time.Second))
+	}
+	t.Logf("TrainJob %s Complete %.1fs after it was created", name, took.Seconds())
+
+	if len(logs) != 3 {
+		t.Fatalf("logs of %d pods, want 3 (numNodes)", len(logs))
+	}
+	wantEnv := map[string]string{
+		"PET_NNODES":        "2:3",
+		"PET_RDZV_BACKEND":  "c10d",
+		"PET_RDZV_ENDPOINT": fmt.Sprintf("%s-node-0-0.%s.%s.svc.%s:29500", name, name, ns, processnode.ClusterDomain),
+		"PET_RDZV_ID":       name,
+	}
+	ranks := map[int]string{}
+	for i := range 3 {
+		idx := strconv.Itoa(i)
+		who := "node " + idx
+		rl, ok := logs[who]
+		if !ok {
+			t.Errorf("no pod for %s", who)
+			continue
+		}
+		env := map[string]string{}
+		for _, e := range rl.pod.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		for k, want := range wantEnv {
+			if env[k] != want {
+				t.Errorf("%s: %s=%q, want %q", who, k, env[k], want)
+			}
+		}
+		for _, k := range []string{"PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"} {
+			if v, ok := env[k]; ok {
+				t.Errorf("%s: %s=%q, want none (the rendezvous assigns ranks and the master)", who, k, v)
+			}
+		}
+		// The world the rendezvous formed, as torchrun's agent logged it (the
+		// last one, should it have formed more than one).
+		worlds := rdzvWorldRE.FindAllStringSubmatch(rl.log, -1)
+		if len(worlds) == 0 {
+			t.Errorf("%s: torchrun logged no rendezvous result:\n%s", who, rl.log)
+			continue
+		}
+		formed := worlds[len(worlds)-1][1]
+		r, ok := parseMNIST(t, who, rl.log)
+		if !ok {
+			continue
+		}
+		t.Logf("%s (pod %s, host %s): rendezvous formed group_world_size=%s (%d rendezvous), rank %d of %d, WORLD_SIZE=%s, MASTER_ADDR=%s:%s, loss %.4f -> %.4f (all ranks %.4f -> %.4f), training %.1fs",
+			who, rl.pod.Name, r.host, formed, len(worlds), r.rank, r.world, r.envWorld, r.addr, r.port, r.first, r.last, r.firstMean, r.lastMean, r.seconds)
+		if formed != "3" || r.world != 3 || r.envWorld != "3" {
+			t.Errorf("%s: rendezvous formed a world of %s, the process group has %d ranks, WORLD_SIZE=%s; want 3 (all nodes)", who, formed, r.world, r.envWorld)
+		}
+		if want := name + "-node-0-" + idx; r.host != want {
+			t.Errorf("%s: host name %s, want %s", who, r.host, want)
+		}
+		if other, dup := ranks[r.rank]; dup {
+			t.Errorf("%s and %s both ran as rank %d", other, who, r.rank)
+		}
+		ranks[r.rank] = who
+		checkLossHalved(t, who, r)
+	}
+	for r := range 3 {
+		if _, ok := ranks[r]; !ok {
+			t.Errorf("no node ran as rank %d (ranks: %v)", r, ranks)
+		}
+	}
+}
+
+// waitFinishedWithin waits up to d until the TrainJob is Complete or Failed and
+// returns that condition, or false when it did not finish in time.
+func waitFinishedWithin(ctx context.Context, ns, name string, d time.Duration) (metav1.Condition, bool) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		var job trainer.TrainJob
+		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err == nil {
+			for _, typ := range []string{"Complete", "Failed"} {
+				if cond := apimeta.FindStatusCondition(job.Status.Conditions, typ); cond != nil && cond.Status == metav1.ConditionTrue {
+					return *cond, true
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return metav1.Condition{}, false
 }

@@ -105,25 +105,33 @@ func (r replicaLog) replica() string {
 	return r.pod.Labels[kubeflowv1.ReplicaTypeLabel] + "-" + r.pod.Labels[kubeflowv1.ReplicaIndexLabel]
 }
 
-// logFollower streams the pytorch container's log of every pod of a PyTorchJob
-// from the moment it runs, through the API server (kubectl logs -f). Following
-// matters: once the Master succeeds the JobSet is done and deletes the Jobs of
-// replicas it has not seen finish yet, and their pods, logs and all.
+// logFollower streams one container's log of every pod of a job from the
+// moment it runs, through the API server (kubectl logs -f). Following matters:
+// once a PyTorchJob's Master succeeds, or a JobSet fails, the JobSet is done and
+// deletes the Jobs that have not finished, and their pods, logs and all.
 type logFollower struct {
-	mu      sync.Mutex
-	logs    map[string]*replicaLog // pod UID -> log so far
-	streams sync.WaitGroup
-	stop    chan struct{}
-	done    chan struct{}
+	container string
+	key       func(replicaLog) string // names a pod in what wait returns
+	mu        sync.Mutex
+	logs      map[string]*replicaLog // pod UID -> log so far
+	streams   sync.WaitGroup
+	stop      chan struct{}
+	done      chan struct{}
 }
 
+// followPyTorchJob follows the pytorch containers of a PyTorchJob, by replica
+// (master-0, worker-0, ...).
 func followPyTorchJob(ctx context.Context, ns, job string) *logFollower {
-	f := &logFollower{logs: map[string]*replicaLog{}, stop: make(chan struct{}), done: make(chan struct{})}
-	sel := kubeflowv1.JobNameLabel + "=" + job
+	return followPods(ctx, ns, kubeflowv1.JobNameLabel+"="+job, kubeflowv1.PyTorchJobDefaultContainerName, replicaLog.replica)
+}
+
+// followPods follows the container of every pod that matches the label selector.
+func followPods(ctx context.Context, ns, selector, container string, key func(replicaLog) string) *logFollower {
+	f := &logFollower{container: container, key: key, logs: map[string]*replicaLog{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		for {
-			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err == nil {
 				for _, p := range pods.Items {
 					f.maybeFollow(ctx, p)
@@ -144,7 +152,7 @@ func followPyTorchJob(ctx context.Context, ns, job string) *logFollower {
 func (f *logFollower) maybeFollow(ctx context.Context, p corev1.Pod) {
 	started := false
 	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == kubeflowv1.PyTorchJobDefaultContainerName && (s.State.Running != nil || s.State.Terminated != nil) {
+		if s.Name == f.container && (s.State.Running != nil || s.State.Terminated != nil) {
 			started = true
 		}
 	}
@@ -158,7 +166,7 @@ func (f *logFollower) maybeFollow(ctx context.Context, p corev1.Pod) {
 	f.streams.Add(1)
 	go func() {
 		defer f.streams.Done()
-		rc, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: kubeflowv1.PyTorchJobDefaultContainerName, Follow: true}).Stream(ctx)
+		rc, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: f.container, Follow: true}).Stream(ctx)
 		if err != nil {
 			f.mu.Lock()
 			rl.log = "stream: " + err.Error()
@@ -177,7 +185,7 @@ func (f *logFollower) maybeFollow(ctx context.Context, p corev1.Pod) {
 }
 
 // wait stops looking for new pods, waits for the streams to end (their
-// containers have ended) and returns the logs by replica (master-0, worker-0, ...).
+// containers have ended) and returns the logs by the follower's key.
 // A pod that still exists is read once more without following, so that a
 // stream cut short loses nothing.
 func (f *logFollower) wait(t *testing.T, ctx context.Context) map[string]replicaLog {
@@ -195,14 +203,15 @@ func (f *logFollower) wait(t *testing.T, ctx context.Context) map[string]replica
 	defer f.mu.Unlock()
 	out := map[string]replicaLog{}
 	for _, rl := range f.logs {
-		b, err := cs.CoreV1().Pods(rl.pod.Namespace).GetLogs(rl.pod.Name, &corev1.PodLogOptions{Container: kubeflowv1.PyTorchJobDefaultContainerName}).DoRaw(ctx)
+		b, err := cs.CoreV1().Pods(rl.pod.Namespace).GetLogs(rl.pod.Name, &corev1.PodLogOptions{Container: f.container}).DoRaw(ctx)
 		if err == nil && len(b) >= len(rl.log) {
 			rl.log = string(b)
 		}
-		if prev, dup := out[rl.replica()]; dup {
-			t.Errorf("replica %s ran in two pods, %s and %s", rl.replica(), prev.pod.Name, rl.pod.Name)
+		k := f.key(*rl)
+		if prev, dup := out[k]; dup {
+			t.Errorf("%s ran in two pods, %s and %s", k, prev.pod.Name, rl.pod.Name)
 		}
-		out[rl.replica()] = *rl
+		out[k] = *rl
 	}
 	return out
 }

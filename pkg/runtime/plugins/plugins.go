@@ -16,6 +16,9 @@ import (
 type Options struct {
 	// KueueMode says how Kueue is set up (default gang.ModeTrainJob).
 	KueueMode gang.Mode
+	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
+	// elastic torch jobs rendezvous at a pod's fully qualified name.
+	ClusterDomain string
 }
 
 // Ordered returns the plugins in the order they run:
@@ -29,9 +32,13 @@ func Ordered(opts Options) []framework.Plugin {
 	if mode == "" {
 		mode = gang.ModeTrainJob
 	}
+	domain := opts.ClusterDomain
+	if domain == "" {
+		domain = torch.DefaultClusterDomain
+	}
 	return []framework.Plugin{
 		resources.New(),
-		torch.New(),
+		&torch.Torch{ClusterDomain: domain},
 		gang.New(mode),
 		jobset.New(),
 	}

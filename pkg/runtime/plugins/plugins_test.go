@@ -18,6 +18,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
 
@@ -36,6 +37,21 @@ func TestOrdered(t *testing.T) {
 	}
 	if diff := cmp.Diff(names, fw.Names()); diff != "" {
 		t.Errorf("NewFramework names (-want +got):\n%s", diff)
+	}
+}
+
+// The torch plugin gets the cluster domain of the options, cluster.local by default.
+func TestOrderedClusterDomain(t *testing.T) {
+	for _, tc := range []struct{ domain, want string }{{"", "cluster.local"}, {"corp.example", "corp.example"}} {
+		var got []string
+		for _, p := range plugins.Ordered(plugins.Options{ClusterDomain: tc.domain}) {
+			if tp, ok := p.(*torch.Torch); ok {
+				got = append(got, tp.ClusterDomain)
+			}
+		}
+		if diff := cmp.Diff([]string{tc.want}, got); diff != "" {
+			t.Errorf("ClusterDomain %q: the torch plugin's domain (-want +got):\n%s", tc.domain, diff)
+		}
 	}
 }
 

@@ -48,8 +48,16 @@ var reserved = []string{
 	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
 }
 
+// DefaultClusterDomain is the DNS domain of most clusters (the kubelet's
+// --cluster-domain, cluster DNS's zone).
+const DefaultClusterDomain = "cluster.local"
+
 // Torch is the plugin.
-type Torch struct{}
+type Torch struct {
+	// ClusterDomain is the cluster's DNS domain, part of the elastic rendezvous
+	// endpoint (see RdzvEndpoint); "" means DefaultClusterDomain.
+	ClusterDomain string
+}
 
 var (
 	_ framework.ValidatePlugin = (*Torch)(nil)
@@ -57,8 +65,8 @@ var (
 	_ framework.PolicyClaimer  = (*Torch)(nil)
 )
 
-// New returns the plugin.
-func New() *Torch { return &Torch{} }
+// New returns the plugin for a cluster whose DNS domain is DefaultClusterDomain.
+func New() *Torch { return &Torch{ClusterDomain: DefaultClusterDomain} }
 
 // Name implements framework.Plugin.
 func (*Torch) Name() string { return Name }
@@ -133,15 +141,15 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	if err != nil {
 		return err
 	}
-	master := MasterAddr(info, job)
 	port := strconv.Itoa(int(trainer.ContainerTrainerPort))
 	env := []corev1.EnvVar{
 		{Name: EnvNumNodes, Value: strconv.Itoa(int(info.NumNodes))},
 		{Name: EnvNumProcPerNode, Value: nproc},
 	}
 	if ep := pol.ElasticPolicy; ep != nil {
-		// Elastic: torchrun's c10d rendezvous assigns node ranks; the pod count is
-		// the TrainJob's numNodes, else the upper bound.
+		// Elastic: torchrun's c10d rendezvous, hosted by node 0's agent (see
+		// RdzvEndpoint), assigns node ranks; the pod count is the TrainJob's
+		// numNodes, else the upper bound.
 		lo, hi := elasticBounds(ep, info.NumNodes)
 		if job.Spec.Trainer == nil || job.Spec.Trainer.NumNodes == nil {
 			info.NumNodes = hi
@@ -150,7 +158,7 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 			{Name: EnvNumNodes, Value: fmt.Sprintf("%d:%d", lo, hi)},
 			{Name: EnvNumProcPerNode, Value: nproc},
 			{Name: EnvRdzvBackend, Value: "c10d"},
-			{Name: EnvRdzvEndpoint, Value: master + ":" + port},
+			{Name: EnvRdzvEndpoint, Value: RdzvEndpoint(info, job, t.ClusterDomain) + ":" + port},
 			{Name: EnvRdzvID, Value: job.Name},
 		}
 		if ep.MaxRestarts != nil {
@@ -160,7 +168,7 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 		env = append(env,
 			corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 				FieldPath: fmt.Sprintf("metadata.annotations['%s']", CompletionIndexAnnotation)}}},
-			corev1.EnvVar{Name: EnvMasterAddr, Value: master},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: MasterAddr(info, job)},
 			corev1.EnvVar{Name: EnvMasterPort, Value: port},
 		)
 	}
@@ -205,6 +213,31 @@ func MasterAddr(info *runtime.Info, job *trainer.TrainJob) string {
 		sub = n.Subdomain
 	}
 	return fmt.Sprintf("%s-%s-0-0.%s", job.Name, info.TrainerJob, sub)
+}
+
+// RdzvEndpoint is the host of an elastic job's c10d rendezvous: the fully
+// qualified name of the trainer job's first pod,
+// <MasterAddr>.<namespace>.svc.<cluster domain>.
+//
+// torchrun's c10d backend starts the rendezvous store only in the agent that
+// recognises the endpoint's host as its own: the host must be "localhost", a
+// loopback or own address, the agent's host name (socket.gethostname()), or the
+// canonical name that host name resolves to (getaddrinfo with AI_CANONNAME);
+// every other agent connects to the store as a client. A JobSet pod's host name
+// is <job>-<replicated job>-0-<i> and its subdomain the JobSet's headless
+// Service, so the kubelet's /etc/hosts line for the pod itself reads
+// "<ip> <host>.<subdomain>.<ns>.svc.<cluster domain> <host>": the canonical name
+// is the fully qualified one. MasterAddr (<host>.<subdomain>) is neither, so
+// with it no agent would serve the store and every agent would wait for it. The
+// bare host name is the agent's own but does not resolve in the other pods
+// (cluster DNS answers <host>.<subdomain>.<ns>.svc.<domain>, and the search path
+// only completes <host>.<subdomain>). The fully qualified name is both: node 0
+// recognises it, every pod resolves it.
+func RdzvEndpoint(info *runtime.Info, job *trainer.TrainJob, clusterDomain string) string {
+	if clusterDomain == "" {
+		clusterDomain = DefaultClusterDomain
+	}
+	return fmt.Sprintf("%s.%s.svc.%s", MasterAddr(info, job), job.Namespace, clusterDomain)
 }
 
 // ProcPerNode resolves the processes per node. The TrainJob's value wins over the

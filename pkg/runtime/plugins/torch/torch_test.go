@@ -64,6 +64,8 @@ func TestEnforceMLPolicy(t *testing.T) {
 			ReplicatedJob(rtt.MakeReplicatedJob("launcher", "", rtt.MakeContainer("agent", "agent:1")))
 	}
 	cases := map[string]struct {
+		// plugin defaults to torch.New() (cluster.local).
+		plugin  *torch.Torch
 		job     *trainer.TrainJob
 		rt      *runtime.Runtime
 		wantEnv []corev1.EnvVar
@@ -148,7 +150,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 				env("PET_NNODES", "2:5"),
 				env("PET_NPROC_PER_NODE", "1"),
 				env("PET_RDZV_BACKEND", "c10d"),
-				env("PET_RDZV_ENDPOINT", "job-node-0-0.job:29500"),
+				env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
 				env("PET_RDZV_ID", "job"),
 				env("PET_MAX_RESTARTS", "3"),
 			},
@@ -166,7 +168,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 				env("PET_NNODES", "2:5"),
 				env("PET_NPROC_PER_NODE", "1"),
 				env("PET_RDZV_BACKEND", "c10d"),
-				env("PET_RDZV_ENDPOINT", "job-node-0-0.job:29500"),
+				env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
 				env("PET_RDZV_ID", "job"),
 			},
 			wantPorts: torchPort,
@@ -181,9 +183,51 @@ func TestEnforceMLPolicy(t *testing.T) {
 				env("PET_NNODES", "2:2"),
 				env("PET_NPROC_PER_NODE", "1"),
 				env("PET_RDZV_BACKEND", "c10d"),
-				env("PET_RDZV_ENDPOINT", "job-node-0-0.job:29500"),
+				env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
 				env("PET_RDZV_ID", "job"),
 			},
+			wantPorts: torchPort,
+			wantNodes: 2,
+		},
+		"elastic: the endpoint is node 0's fully qualified name, with the runtime's subdomain and the plugin's cluster domain": {
+			plugin: &torch.Torch{ClusterDomain: "corp.example"},
+			job:    rtt.MakeTrainJob("team", "llama").NumNodes(3).Obj(),
+			rt: rtt.MakeTorchRuntime("torch").Subdomain("train-net").MLPolicy(&trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{
+				Torch: &trainer.TorchMLPolicySource{ElasticPolicy: &trainer.TorchElasticPolicy{
+					MinNodes: ptr.To[int32](2), MaxNodes: ptr.To[int32](3),
+				}},
+			}}).Obj(),
+			wantEnv: []corev1.EnvVar{
+				env("PET_NNODES", "2:3"),
+				env("PET_NPROC_PER_NODE", "1"),
+				env("PET_RDZV_BACKEND", "c10d"),
+				env("PET_RDZV_ENDPOINT", "llama-node-0-0.train-net.team.svc.corp.example:29500"),
+				env("PET_RDZV_ID", "llama"),
+			},
+			wantPorts: torchPort,
+			wantNodes: 3,
+		},
+		"elastic: an empty cluster domain is cluster.local": {
+			plugin: &torch.Torch{},
+			job:    rtt.MakeTrainJob("ns", "job").NumNodes(2).Obj(),
+			rt: rtt.MakeTorchRuntime("torch").MLPolicy(&trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{
+				Torch: &trainer.TorchMLPolicySource{ElasticPolicy: &trainer.TorchElasticPolicy{}},
+			}}).Obj(),
+			wantEnv: []corev1.EnvVar{
+				env("PET_NNODES", "2:2"),
+				env("PET_NPROC_PER_NODE", "1"),
+				env("PET_RDZV_BACKEND", "c10d"),
+				env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
+				env("PET_RDZV_ID", "job"),
+			},
+			wantPorts: torchPort,
+			wantNodes: 2,
+		},
+		"not elastic: the cluster domain does not change MASTER_ADDR": {
+			plugin:    &torch.Torch{ClusterDomain: "corp.example"},
+			job:       rtt.MakeTrainJob("team", "llama").NumNodes(2).Obj(),
+			rt:        rtt.MakeTorchRuntime("torch").Subdomain("train-net").Obj(),
+			wantEnv:   staticEnv("2", "1", "llama-node-0-0.train-net"),
 			wantPorts: torchPort,
 			wantNodes: 2,
 		},
@@ -214,7 +258,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 				env("PET_NNODES", "1:2"),
 				env("PET_NPROC_PER_NODE", "1"),
 				env("PET_RDZV_BACKEND", "c10d"),
-				env("PET_RDZV_ENDPOINT", "job-node-0-0.job:29500"),
+				env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
 				env("PET_RDZV_ID", "job"),
 			},
 			wantInjected: map[string][]corev1.EnvVar{
@@ -222,7 +266,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 					env("PET_NNODES", "1:2"),
 					env("PET_NPROC_PER_NODE", "1"),
 					env("PET_RDZV_BACKEND", "c10d"),
-					env("PET_RDZV_ENDPOINT", "job-node-0-0.job:29500"),
+					env("PET_RDZV_ENDPOINT", "job-node-0-0.job.ns.svc.cluster.local:29500"),
 					env("PET_RDZV_ID", "job"),
 				},
 			},
@@ -258,7 +302,11 @@ func TestEnforceMLPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			err = torch.New().EnforceMLPolicy(info, tc.job)
+			plugin := tc.plugin
+			if plugin == nil {
+				plugin = torch.New()
+			}
+			err = plugin.EnforceMLPolicy(info, tc.job)
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
 			}

@@ -192,6 +192,11 @@ func TestManagerClusterRole(t *testing.T) {
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
 		// Kueue Workloads, read to explain why a queued TrainJob waits.
 		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
+		// The metrics endpoint (pkg/metrics/serving) has the API server
+		// authenticate each scraper's bearer token and authorize it for GET
+		// /metrics; these reviews create nothing and reveal only the verdict.
+		permissions("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+		permissions("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
 	)
 	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
 		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", managerName, diff)

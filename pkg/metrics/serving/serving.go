@@ -2,7 +2,7 @@
 // HTTPS, and only clients that the API server authenticates (TokenReview of
 // their bearer token) and authorizes for GET on the non-resource URL /metrics
 // (SubjectAccessReview; ClusterRole trainyard-metrics-reader) may read it: the
-// metrics name namespaces, reasons of failures and the load of the cluster,
+// metrics tell how many jobs run, why they fail and how the manager copes,
 // which is more than every pod that can reach the manager should learn. Plain,
 // unauthenticated HTTP is an explicit choice (Secure false), for local
 // clusters and harnesses on the loopback interface.
@@ -11,7 +11,6 @@ package serving
 import (
 	"errors"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -68,7 +67,7 @@ func (c Config) Options() metricsserver.Options {
 	o := metricsserver.Options{BindAddress: c.Address()}
 	if c.Secure {
 		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = withAuthenticationAndAuthorization
 		o.CertDir = c.CertDir
 	}
 	return o

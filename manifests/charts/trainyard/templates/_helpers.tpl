@@ -62,6 +62,9 @@ Checks of value combinations that the schema cannot express.
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: replicas without leader election would all reconcile the same TrainJobs" -}}
 {{- end -}}
+{{- if has (int .Values.metrics.port) (list 8081 9443) -}}
+{{- fail "metrics.port must differ from the manager's health (8081) and webhook (9443) ports" -}}
+{{- end -}}
 {{- if and (not .Values.namespace.name) (not .Release.Namespace) -}}
 {{- fail "set namespace.name or install with --namespace" -}}
 {{- end -}}

@@ -136,7 +136,9 @@ func renderChartYAML(t *testing.T, namespace string, values map[string]any, flag
 	return out
 }
 
-// nonDefaultValues change every value that changes what the chart renders.
+// nonDefaultValues change every value that changes what the chart renders,
+// but metrics.certSecret, which needs the metrics.secure that these turn off
+// (TestChartValueVariants covers it).
 func nonDefaultValues() map[string]any {
 	return map[string]any{
 		"namespace":        map[string]any{"create": false, "name": "ml-platform"},
@@ -812,7 +814,11 @@ type serviceMonitorEndpoint struct {
 }
 
 type tlsConfig struct {
-	InsecureSkipVerify bool `json:"insecureSkipVerify"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	ServerName         string `json:"serverName,omitempty"`
+	CA                 *struct {
+		Secret corev1.SecretKeySelector `json:"secret"`
+	} `json:"ca,omitempty"`
 }
 
 // checkManagerFlags checks that the manager has a flag for every argument.
@@ -874,10 +880,45 @@ func TestChartValueVariants(t *testing.T) {
 		dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
 		checkService(t, decodeInto[corev1.Service](t, findIn(t, docs, "Service", metricsService)), dep, 8443, 8443)
 	})
+	t.Run("metrics certificate from a Secret", func(t *testing.T) {
+		// The manager serves the Secret's certificate, and Prometheus verifies
+		// it with the Secret's CA for the Service's name.
+		docs := renderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{
+			"certSecret": "metrics-cert", "serviceMonitor": map[string]any{"enabled": true},
+		}})
+		const dir = "/tmp/k8s-metrics-server/metrics-certs"
+		dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
+		c := dep.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--metrics-cert-dir="+dir) {
+			t.Errorf("args %q lack --metrics-cert-dir=%s", c.Args, dir)
+		}
+		checkManagerFlags(t, c)
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir })
+		if i < 0 || c.VolumeMounts[i].SubPath != "" || !c.VolumeMounts[i].ReadOnly {
+			t.Fatalf("container %s: no whole, read-only volume at %s: %+v", c.Name, dir, c.VolumeMounts)
+		}
+		vols := dep.Spec.Template.Spec.Volumes
+		j := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+		if j < 0 || vols[j].Secret == nil || vols[j].Secret.SecretName != "metrics-cert" {
+			t.Errorf("the volume at %s is not the Secret metrics-cert: %+v", dir, vols)
+		}
+		sm := decodeInto[serviceMonitor](t, findIn(t, docs, serviceMonitorKind, managerName))
+		want := &tlsConfig{ServerName: metricsService + "." + systemNamespace + ".svc"}
+		want.CA = &struct {
+			Secret corev1.SecretKeySelector `json:"secret"`
+		}{corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "metrics-cert"}, Key: "ca.crt"}}
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor endpoints %+v, want one", sm.Spec.Endpoints)
+		}
+		if diff := cmp.Diff(want, sm.Spec.Endpoints[0].TLSConfig); diff != "" {
+			t.Errorf("ServiceMonitor tlsConfig (-want +got):\n%s", diff)
+		}
+	})
 	for name, tc := range map[string]struct {
 		values map[string]any
 		errSub string
 	}{
+		"a metrics certificate for plain HTTP":     {map[string]any{"metrics": map[string]any{"secure": false, "certSecret": "metrics-cert"}}, "metrics.certSecret needs metrics.secure"},
 		"metrics on the health port":               {map[string]any{"metrics": map[string]any{"port": 8081}}, "metrics.port must differ"},
 		"a metrics reader without a namespace":     {map[string]any{"metrics": map[string]any{"readerServiceAccounts": []any{map[string]any{"name": "prometheus"}}}}, "namespace"},
 		"several replicas without leader election": {map[string]any{"replicaCount": 3, "leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled"},

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -25,6 +24,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/controller"
 	pytorchjobcontroller "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
@@ -39,7 +39,7 @@ func main() {
 
 func run() error {
 	var (
-		metricsAddr = flag.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+		metricsCfg  = serving.Config{}
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
@@ -53,6 +53,9 @@ func run() error {
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
 	)
+	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
+	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
+	flag.StringVar(&metricsCfg.CertDir, "metrics-cert-dir", "", "directory of tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
 	flag.BoolVar(&wh.enabled, "enable-webhooks", true, "serve the admission webhooks")
 	flag.StringVar(&wh.certManagement, "cert-management", "internal", "where the webhook serving certificate comes from: internal (created and rotated by Trainyard) or external (mounted, e.g. by cert-manager)")
 	flag.StringVar(&wh.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the manager (for the webhook certificate Secret)")
@@ -78,6 +81,9 @@ func run() error {
 	if errs := validation.IsDNS1123Subdomain(*domain); len(errs) > 0 {
 		return fmt.Errorf("--cluster-domain %q: %s", *domain, strings.Join(errs, "; "))
 	}
+	if err := metricsCfg.Validate(); err != nil {
+		return err
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -92,7 +98,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		Metrics:                 metricsCfg.Options(),
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "trainyard.trainer.kubeflow.org",

@@ -136,7 +136,10 @@ func (c *Cluster) managerArgs(replica int) []string {
 		"--cert-management=external",
 		"--webhook-cert-dir=" + c.pki.servingDir(),
 		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", p.Webhook),
-		"--metrics-bind-address=" + loopback(p.Metrics),
+		// Plain HTTP on the loopback interface: the bench and chaos harnesses
+		// (ManagerMetricsURL) scrape without a token. In a real cluster the
+		// metrics are HTTPS for authorized scrapers only.
+		"--metrics-bind-address=" + loopback(p.Metrics), "--metrics-secure=false",
 		"--health-probe-bind-address=" + loopback(p.Health),
 		"--leader-elect", "--leader-election-namespace=" + ManagerNamespace,
 	}

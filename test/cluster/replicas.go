@@ -97,7 +97,8 @@ func (c *Cluster) serveProxy(l net.Listener) {
 	}
 }
 
-// ManagerMetricsURL is the metrics endpoint of manager replica i.
+// ManagerMetricsURL is the metrics endpoint of manager replica i: plain HTTP,
+// as the cluster starts the manager with --metrics-secure=false.
 func (c *Cluster) ManagerMetricsURL(i int) string {
 	return fmt.Sprintf("http://%s/metrics", loopback(c.replicas[i].Metrics))
 }

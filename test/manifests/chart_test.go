@@ -136,7 +136,9 @@ func renderChartYAML(t *testing.T, namespace string, values map[string]any, flag
 	return out
 }
 
-// nonDefaultValues change every value that changes what the chart renders.
+// nonDefaultValues change every value that changes what the chart renders,
+// but metrics.certSecret, which needs the metrics.secure that these turn off
+// (TestChartValueVariants covers it).
 func nonDefaultValues() map[string]any {
 	return map[string]any{
 		"namespace":        map[string]any{"create": false, "name": "ml-platform"},
@@ -146,9 +148,14 @@ func nonDefaultValues() map[string]any {
 		"kueue":            map[string]any{"mode": "jobset"},
 		"clusterDomain":    "corp.example",
 		"webhook":          map[string]any{"certManager": map[string]any{"enabled": true}},
-		"metrics": map[string]any{"serviceMonitor": map[string]any{
-			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s",
-		}},
+		"metrics": map[string]any{
+			"secure": false, "port": 9090,
+			"readerServiceAccounts": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}},
+			"serviceMonitor": map[string]any{
+				"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s",
+			},
+		},
+		"rbac":              map[string]any{"clusterTrainingRuntimesReadableByAll": false},
 		"runtimes":          map[string]any{"enabled": false},
 		"resources":         map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "256Mi"}, "limits": map[string]any{"cpu": "2", "memory": "1Gi"}},
 		"nodeSelector":      map[string]any{"node-role.kubernetes.io/control-plane": ""},
@@ -467,31 +474,42 @@ func TestChartDefaults(t *testing.T) {
 }
 
 // TestChartRBAC checks that every Role and ClusterRole of the chart has
-// exactly the rules of the one of the same kind and name in manifests/base,
-// with the default values and with the non-default ones (where the chart
-// leaves out what it does not need), and that the bindings name the manager's
-// ServiceAccount in the chart's namespace.
+// exactly the rules and aggregation labels of the one of the same kind and
+// name in manifests/base, with the default values and with the non-default
+// ones (where the chart leaves out what it does not need), and that the
+// bindings name the manager's ServiceAccount in the chart's namespace, or for
+// the user-facing roles whom the values say.
 func TestChartRBAC(t *testing.T) {
 	baseRoles := map[string][]rbacv1.PolicyRule{}
+	baseLabels := map[string]map[string]string{}
 	for _, d := range base(t).docs {
 		if d.kind() == "Role" || d.kind() == "ClusterRole" {
 			baseRoles[d.kind()+"/"+d.name()] = policyRules(t, d)
+			baseLabels[d.kind()+"/"+d.name()] = aggregationLabels(d)
 		}
 	}
+	// The roles for users, always rendered.
+	userRoles := []string{"ClusterRole/" + viewRole, "ClusterRole/" + editRole, "ClusterRole/" + metricsReaderRole}
 	for _, tc := range []struct {
 		name, ns  string
 		values    map[string]any
 		wantRoles []string
+		// Subjects of the bindings of the user-facing roles; the others bind
+		// the manager.
+		wantSubjects map[string][]rbacv1.Subject
 	}{
-		{"default values", systemNamespace, nil, []string{
+		{"default values", systemNamespace, nil, append([]string{
 			"ClusterRole/" + managerName, "Role/" + leaderElectionRole, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole,
-		}},
-		// cert-manager: no rotation RBAC.
-		{"non-default values", nonDefaultNamespace, nonDefaultValues(), []string{"ClusterRole/" + managerName, "Role/" + leaderElectionRole}},
+			"ClusterRole/" + runtimeReaderRole,
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated}},
+		// cert-manager: no rotation RBAC; the runtimes only for those the
+		// cluster admin lets read them; a metrics reader.
+		{"non-default values", nonDefaultNamespace, nonDefaultValues(), append([]string{"ClusterRole/" + managerName, "Role/" + leaderElectionRole}, userRoles...),
+			map[string][]rbacv1.Subject{metricsReaderRole: {{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}}},
 		// No leader election: no Lease permissions.
-		{"leader election off", systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}}, []string{
-			"ClusterRole/" + managerName, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole,
-		}},
+		{"leader election off", systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}}, append([]string{
+			"ClusterRole/" + managerName, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole, "ClusterRole/" + runtimeReaderRole,
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			docs := renderChart(t, tc.ns, tc.values)
@@ -510,16 +528,23 @@ func TestChartRBAC(t *testing.T) {
 					if diff := cmp.Diff(want, policyRules(t, d)); diff != "" {
 						t.Errorf("%s: rules differ from manifests/base (-base +chart):\n%s", d, diff)
 					}
+					if diff := cmp.Diff(baseLabels[key], aggregationLabels(d)); diff != "" {
+						t.Errorf("%s: aggregation labels differ from manifests/base (-base +chart):\n%s", d, diff)
+					}
 					if d.kind() == "Role" && d.namespace() != tc.ns {
 						t.Errorf("%s: namespace %q, want %q", d, d.namespace(), tc.ns)
 					}
 				case "RoleBinding":
 					rb := decodeInto[rbacv1.RoleBinding](t, d)
-					checkBinding(t, d, rb.RoleRef, rb.Subjects, tc.ns)
+					checkBinding(t, d, rb.RoleRef, rb.Subjects, managerSubjects(tc.ns))
 					bound[rb.RoleRef.Kind+"/"+rb.RoleRef.Name] = true
 				case "ClusterRoleBinding":
 					crb := decodeInto[rbacv1.ClusterRoleBinding](t, d)
-					checkBinding(t, d, crb.RoleRef, crb.Subjects, tc.ns)
+					want, ok := tc.wantSubjects[d.name()]
+					if !ok {
+						want = managerSubjects(tc.ns)
+					}
+					checkBinding(t, d, crb.RoleRef, crb.Subjects, want)
 					bound[crb.RoleRef.Kind+"/"+crb.RoleRef.Name] = true
 				}
 			}
@@ -529,15 +554,36 @@ func TestChartRBAC(t *testing.T) {
 				t.Errorf("roles (-want +got):\n%s", diff)
 			}
 			for _, r := range roles {
-				if !bound[r] {
-					t.Errorf("%s is bound to nobody", r)
+				// The user roles are aggregated, and the metrics reader is
+				// bound only to the readers the values name.
+				_, name, _ := strings.Cut(r, "/")
+				unboundByDesign := slices.Contains(aggregatedRoles, name) || name == metricsReaderRole && tc.wantSubjects[name] == nil
+				if bound[r] == unboundByDesign {
+					t.Errorf("%s: bound %v, want %v", r, bound[r], !unboundByDesign)
 				}
 			}
 		})
 	}
 }
 
-func checkBinding(t *testing.T, d doc, ref rbacv1.RoleRef, subjects []rbacv1.Subject, ns string) {
+// aggregationLabels returns the labels of a role that aggregate it into others.
+func aggregationLabels(d doc) map[string]string {
+	out := map[string]string{}
+	labels, _ := meta(d.obj)["labels"].(map[string]any)
+	for k, v := range labels {
+		if strings.HasPrefix(k, "rbac.authorization.") {
+			out[k] = str(v)
+		}
+	}
+	return out
+}
+
+// managerSubjects are the subjects of the manager's bindings.
+func managerSubjects(ns string) []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: ns}}
+}
+
+func checkBinding(t *testing.T, d doc, ref rbacv1.RoleRef, subjects, want []rbacv1.Subject) {
 	t.Helper()
 	if ref.Name != d.name() || ref.APIGroup != rbacv1.GroupName {
 		t.Errorf("%s: roleRef %+v, want the role of the same name", d, ref)
@@ -545,7 +591,6 @@ func checkBinding(t *testing.T, d doc, ref rbacv1.RoleRef, subjects []rbacv1.Sub
 	if d.kind() == "RoleBinding" && ref.Kind != "Role" || d.kind() == "ClusterRoleBinding" && ref.Kind != "ClusterRole" {
 		t.Errorf("%s: roleRef kind %s", d, ref.Kind)
 	}
-	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: ns}}
 	if diff := cmp.Diff(want, subjects); diff != "" {
 		t.Errorf("%s subjects (-want +got):\n%s", d, diff)
 	}
@@ -621,6 +666,9 @@ func TestChartNonDefaultValues(t *testing.T) {
 	for key, want := range map[string]bool{
 		"Namespace/" + ns:                                         false,
 		"Secret/" + webhookSecret:                                 false,
+		"ClusterRole/" + runtimeReaderRole:                        false,
+		"ClusterRoleBinding/" + runtimeReaderRole:                 false,
+		"ClusterRoleBinding/" + metricsReaderRole:                 true,
 		"Role/" + certRotationRole:                                false,
 		"ClusterRole/" + certRotationRole:                         false,
 		"Issuer/trainyard-selfsigned":                             true,
@@ -649,7 +697,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 	}
 	wantArgs := []string{
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
-		"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
 		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--cert-management=external",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
 	}
@@ -691,6 +739,8 @@ func TestChartNonDefaultValues(t *testing.T) {
 		ps := &s.Template.Spec
 		ps.NodeSelector, ps.Tolerations, ps.ImagePullSecrets, ps.PriorityClassName = nil, nil, nil, ""
 		ps.Containers[0].Image, ps.Containers[0].ImagePullPolicy, ps.Containers[0].Args, ps.Containers[0].Resources = "", "", nil, corev1.ResourceRequirements{}
+		// metrics.port; checkService below checks the metrics port.
+		ps.Containers[0].Ports = slices.DeleteFunc(ps.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
 		return s
 	}
 	if diff := cmp.Diff(strip(def), strip(dep)); diff != "" {
@@ -728,18 +778,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 
 	// The ServiceMonitor scrapes the metrics port of the metrics Service, and
 	// carries the labels Prometheus selects it by.
-	var sm struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     struct {
-			Selector  metav1.LabelSelector `json:"selector"`
-			Endpoints []struct {
-				Port, Path, Scheme, Interval string
-			} `json:"endpoints"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(findIn(t, docs, serviceMonitorKind, managerName).json, &sm); err != nil {
-		t.Fatal(err)
-	}
+	sm := decodeInto[serviceMonitor](t, findIn(t, docs, serviceMonitorKind, managerName))
 	if sm.Metadata.Labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v lack release=prometheus", sm.Metadata.Labels)
 	}
@@ -749,11 +788,43 @@ func TestChartNonDefaultValues(t *testing.T) {
 			t.Errorf("the ServiceMonitor selects %s=%s, which Service %s lacks", k, v, metricsService)
 		}
 	}
-	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Interval != "15s" {
-		t.Errorf("ServiceMonitor endpoints %+v, want port %s, path /metrics, interval 15s", sm.Spec.Endpoints, svc.Spec.Ports[0].Name)
+	// metrics.secure=false: plain HTTP, without token or TLS settings.
+	want := []serviceMonitorEndpoint{{Port: svc.Spec.Ports[0].Name, Path: "/metrics", Scheme: "http", Interval: "15s", ScrapeTimeout: "10s"}}
+	if diff := cmp.Diff(want, sm.Spec.Endpoints); diff != "" {
+		t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)
 	}
-	checkService(t, svc, dep, 8080, 8080)
+	checkService(t, svc, dep, 9090, 9090)
 	checkService(t, decodeInto[corev1.Service](t, findIn(t, docs, "Service", webhookService)), dep, 443, webhookPort)
+}
+
+// serviceMonitor holds the fields of a Prometheus Operator ServiceMonitor that
+// the chart sets; decoding strictly into it (decodeInto) fails on any other.
+type serviceMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector  metav1.LabelSelector     `json:"selector"`
+		Endpoints []serviceMonitorEndpoint `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type serviceMonitorEndpoint struct {
+	Port            string     `json:"port"`
+	Path            string     `json:"path"`
+	Scheme          string     `json:"scheme"`
+	BearerTokenFile string     `json:"bearerTokenFile,omitempty"`
+	TLSConfig       *tlsConfig `json:"tlsConfig,omitempty"`
+	Interval        string     `json:"interval,omitempty"`
+	ScrapeTimeout   string     `json:"scrapeTimeout,omitempty"`
+}
+
+type tlsConfig struct {
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	ServerName         string `json:"serverName,omitempty"`
+	CA                 *struct {
+		Secret corev1.SecretKeySelector `json:"secret"`
+	} `json:"ca,omitempty"`
 }
 
 // checkManagerFlags checks that the manager has a flag for every argument.
@@ -798,10 +869,64 @@ func TestChartValueVariants(t *testing.T) {
 			}
 		}
 	})
+	t.Run("secure metrics with a ServiceMonitor", func(t *testing.T) {
+		// The defaults: HTTPS, Prometheus' own token, the self-signed
+		// certificate accepted.
+		docs := renderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}})
+		sm := decodeInto[serviceMonitor](t, findIn(t, docs, serviceMonitorKind, managerName))
+		want := []serviceMonitorEndpoint{{
+			Port: "metrics", Path: "/metrics", Scheme: "https",
+			BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+			TLSConfig:       &tlsConfig{InsecureSkipVerify: true},
+			Interval:        "30s", ScrapeTimeout: "10s",
+		}}
+		if diff := cmp.Diff(want, sm.Spec.Endpoints); diff != "" {
+			t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)
+		}
+		dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
+		checkService(t, decodeInto[corev1.Service](t, findIn(t, docs, "Service", metricsService)), dep, 8443, 8443)
+	})
+	t.Run("metrics certificate from a Secret", func(t *testing.T) {
+		// The manager serves the Secret's certificate, and Prometheus verifies
+		// it with the Secret's CA for the Service's name.
+		docs := renderChart(t, systemNamespace, map[string]any{"metrics": map[string]any{
+			"certSecret": "metrics-cert", "serviceMonitor": map[string]any{"enabled": true},
+		}})
+		const dir = "/tmp/k8s-metrics-server/metrics-certs"
+		dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
+		c := dep.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--metrics-cert-dir="+dir) {
+			t.Errorf("args %q lack --metrics-cert-dir=%s", c.Args, dir)
+		}
+		checkManagerFlags(t, c)
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir })
+		if i < 0 || c.VolumeMounts[i].SubPath != "" || !c.VolumeMounts[i].ReadOnly {
+			t.Fatalf("container %s: no whole, read-only volume at %s: %+v", c.Name, dir, c.VolumeMounts)
+		}
+		vols := dep.Spec.Template.Spec.Volumes
+		j := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+		if j < 0 || vols[j].Secret == nil || vols[j].Secret.SecretName != "metrics-cert" {
+			t.Errorf("the volume at %s is not the Secret metrics-cert: %+v", dir, vols)
+		}
+		sm := decodeInto[serviceMonitor](t, findIn(t, docs, serviceMonitorKind, managerName))
+		want := &tlsConfig{ServerName: metricsService + "." + systemNamespace + ".svc"}
+		want.CA = &struct {
+			Secret corev1.SecretKeySelector `json:"secret"`
+		}{corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "metrics-cert"}, Key: "ca.crt"}}
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor endpoints %+v, want one", sm.Spec.Endpoints)
+		}
+		if diff := cmp.Diff(want, sm.Spec.Endpoints[0].TLSConfig); diff != "" {
+			t.Errorf("ServiceMonitor tlsConfig (-want +got):\n%s", diff)
+		}
+	})
 	for name, tc := range map[string]struct {
 		values map[string]any
 		errSub string
 	}{
+		"a metrics certificate for plain HTTP":     {map[string]any{"metrics": map[string]any{"secure": false, "certSecret": "metrics-cert"}}, "metrics.certSecret needs metrics.secure"},
+		"metrics on the health port":               {map[string]any{"metrics": map[string]any{"port": 8081}}, "metrics.port must differ"},
+		"a metrics reader without a namespace":     {map[string]any{"metrics": map[string]any{"readerServiceAccounts": []any{map[string]any{"name": "prometheus"}}}}, "namespace"},
 		"several replicas without leader election": {map[string]any{"replicaCount": 3, "leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled"},
 		"unknown kueue mode":                       {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
 		"a cluster domain that is no DNS name":     {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},

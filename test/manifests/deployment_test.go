@@ -111,7 +111,7 @@ func managerFlagValue(t *testing.T, args map[string]string, name string) string 
 	return def
 }
 
-// addrPort returns the port of a listen address such as ":8080".
+// addrPort returns the port of a listen address such as ":8443".
 func addrPort(t *testing.T, addr string) int32 {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
@@ -236,7 +236,7 @@ func TestManagerDeployment(t *testing.T) {
 	for _, want := range []string{
 		"--leader-elect",
 		"--leader-election-namespace=$(POD_NAMESPACE)",
-		"--metrics-bind-address=:8080",
+		"--metrics-bind-address=:8443",
 		"--health-probe-bind-address=:8081",
 	} {
 		if !slices.Contains(c.Args, want) {
@@ -271,8 +271,13 @@ func TestManagerDeployment(t *testing.T) {
 	}
 	metricsPort := addrPort(t, args["metrics-bind-address"])
 	probePort := addrPort(t, args["health-probe-bind-address"])
-	if metricsPort != 8080 || probePort != 8081 {
-		t.Errorf("metrics on %d and probes on %d, want 8080 and 8081", metricsPort, probePort)
+	if metricsPort != 8443 || probePort != 8081 {
+		t.Errorf("metrics on %d and probes on %d, want 8443 and 8081", metricsPort, probePort)
+	}
+	// The metrics are for authorized scrapers only (HTTPS, bearer token
+	// reviewed by the API server), which is the manager's default.
+	if v := managerFlagValue(t, args, "metrics-secure"); v != "" && v != "true" {
+		t.Errorf("container %s: --metrics-secure=%s; the base serves metrics to authorized scrapers only", c.Name, v)
 	}
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
 		return p.Name == "metrics" && p.ContainerPort == metricsPort
@@ -297,7 +302,7 @@ func TestManagerDeployment(t *testing.T) {
 
 	// The metrics Service selects the manager's pods and reaches the metrics port.
 	svc := decodeInto[corev1.Service](t, tr.find(t, "Service", metricsService))
-	checkService(t, svc, dep, 8080, metricsPort)
+	checkService(t, svc, dep, 8443, metricsPort)
 }
 
 // checkService checks that a Service selects the manager's pods and exposes

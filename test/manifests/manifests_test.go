@@ -64,10 +64,25 @@ const (
 	generatedValidatingName = "validating-webhook-configuration"
 	// RBAC of the manager's built-in webhook certificate rotation.
 	certRotationRole = "trainyard-cert-rotation"
+	// RBAC for the users of the cluster: namespace roles aggregated into the
+	// built-in view, edit and admin; read access to the ClusterTrainingRuntimes
+	// for everyone; and who may scrape the manager's metrics.
+	viewRole          = "trainyard-view"
+	editRole          = "trainyard-edit"
+	runtimeReaderRole = "trainyard-runtime-reader"
+	metricsReaderRole = "trainyard-metrics-reader"
 
 	regenerateRBAC     = "bin/controller-gen rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac"
 	regenerateWebhooks = "bin/controller-gen webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook"
 )
+
+// aggregatedRoles are the user roles, which reach users through the built-in
+// ClusterRoles they are aggregated into, not through bindings of their own.
+var aggregatedRoles = []string{viewRole, editRole}
+
+// allAuthenticated is the subject of every authenticated user and
+// ServiceAccount.
+var allAuthenticated = []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "system:authenticated"}}
 
 // doc is one YAML document of a manifest file.
 type doc struct {

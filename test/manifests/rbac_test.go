@@ -26,10 +26,15 @@ import (
 
 // rules flattens RBAC rules into sorted permissions: "group/resource: verb",
 // or "group/resource: verb (name)" for each name of a rule limited by
-// resourceNames.
+// resourceNames, and "url: verb" for non-resource URLs.
 func rules(rs []rbacv1.PolicyRule) []string {
 	var out []string
 	for _, r := range rs {
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				out = append(out, fmt.Sprintf("%s: %s", u, v))
+			}
+		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
@@ -117,7 +122,14 @@ func TestRBACNoWildcards(t *testing.T) {
 					}
 				}
 			}
-			if len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0 {
+			switch {
+			case len(r.NonResourceURLs) > 0:
+				// Non-resource URLs (/metrics) exist only cluster-wide, and a
+				// rule names either them or resources.
+				if d.kind() != "ClusterRole" || len(r.APIGroups)+len(r.Resources)+len(r.ResourceNames) > 0 || len(r.Verbs) == 0 {
+					t.Errorf("%s: rule %d must name only nonResourceURLs and verbs, in a ClusterRole: %+v", d, i, r)
+				}
+			case len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0:
 				t.Errorf("%s: rule %d must name apiGroups, resources and verbs: %+v", d, i, r)
 			}
 			// resourceNames cannot limit these verbs: a create has no name yet,
@@ -192,6 +204,11 @@ func TestManagerClusterRole(t *testing.T) {
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
 		// Kueue Workloads, read to explain why a queued TrainJob waits.
 		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
+		// The metrics endpoint (pkg/metrics/serving) has the API server
+		// authenticate each scraper's bearer token and authorize it for GET
+		// /metrics; these reviews create nothing and reveal only the verdict.
+		permissions("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+		permissions("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
 	)
 	if diff := cmp.Diff(want, rules(cr.Rules)); diff != "" {
 		t.Errorf("ClusterRole %s permissions (-want +got):\n%s", managerName, diff)
@@ -309,19 +326,26 @@ func TestCertRotationRBAC(t *testing.T) {
 	}
 }
 
-// TestRoleBindings checks that each role is bound to the manager's
-// ServiceAccount, and to nothing else, and that there are no other bindings
-// or unbound roles.
+// TestRoleBindings checks that each of the manager's roles is bound to the
+// manager's ServiceAccount, and to nothing else, that the ClusterTrainingRuntime
+// reader is bound to every authenticated user, and that there are no other
+// bindings, nor unbound roles but the user roles (aggregatedRoles) and the
+// metrics reader, which the cluster admin binds to a scraper.
 func TestRoleBindings(t *testing.T) {
 	tr := base(t)
 	tr.find(t, "ServiceAccount", managerName)
-	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: systemNamespace}}
+	manager := []rbacv1.Subject{{Kind: "ServiceAccount", Name: managerName, Namespace: systemNamespace}}
 
-	bindings := []struct{ kind, name, roleKind, role string }{
-		{"ClusterRoleBinding", managerName, "ClusterRole", managerName},
-		{"RoleBinding", leaderElectionRole, "Role", leaderElectionRole},
-		{"RoleBinding", certRotationRole, "Role", certRotationRole},
-		{"ClusterRoleBinding", certRotationRole, "ClusterRole", certRotationRole},
+	type binding struct {
+		kind, name, roleKind, role string
+		subjects                   []rbacv1.Subject
+	}
+	bindings := []binding{
+		{"ClusterRoleBinding", managerName, "ClusterRole", managerName, manager},
+		{"RoleBinding", leaderElectionRole, "Role", leaderElectionRole, manager},
+		{"RoleBinding", certRotationRole, "Role", certRotationRole, manager},
+		{"ClusterRoleBinding", certRotationRole, "ClusterRole", certRotationRole, manager},
+		{"ClusterRoleBinding", runtimeReaderRole, "ClusterRole", runtimeReaderRole, allAuthenticated},
 	}
 	bound := map[string]bool{}
 	for _, b := range bindings {
@@ -341,7 +365,7 @@ func TestRoleBindings(t *testing.T) {
 		if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: b.roleKind, Name: b.role}, ref); diff != "" {
 			t.Errorf("%s roleRef (-want +got):\n%s", d, diff)
 		}
-		if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
+		if diff := cmp.Diff(b.subjects, subjects); diff != "" {
 			t.Errorf("%s subjects (-want +got):\n%s", d, diff)
 		}
 		bound[b.roleKind+"/"+b.role] = true
@@ -350,13 +374,12 @@ func TestRoleBindings(t *testing.T) {
 	for _, d := range tr.docs {
 		switch d.kind() {
 		case "RoleBinding", "ClusterRoleBinding":
-			if !slices.ContainsFunc(bindings, func(b struct{ kind, name, roleKind, role string }) bool {
-				return b.kind == d.kind() && b.name == d.name()
-			}) {
+			if !slices.ContainsFunc(bindings, func(b binding) bool { return b.kind == d.kind() && b.name == d.name() }) {
 				t.Errorf("%s: unexpected binding; add it to this test", d)
 			}
 		case "Role", "ClusterRole":
-			if !bound[d.kind()+"/"+d.name()] {
+			unboundByDesign := d.kind() == "ClusterRole" && (slices.Contains(aggregatedRoles, d.name()) || d.name() == metricsReaderRole)
+			if !bound[d.kind()+"/"+d.name()] && !unboundByDesign {
 				t.Errorf("%s is bound to nobody", d)
 			}
 		}

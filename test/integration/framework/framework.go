@@ -1,8 +1,9 @@
 // Package framework starts what the integration tests run against: a real etcd
 // and kube-apiserver (built from Go modules into bin/k8s by `make k8s-tools`),
 // Trainyard's and JobSet's CRDs, kube-controller-manager running only the garbage
-// collector (so that ownerReference cascades really happen), and Trainyard's
-// manager in-process, which a test can stop and start again.
+// collector (so that ownerReference cascades really happen) and the ClusterRole
+// aggregation (so that roles labelled aggregate-to-edit really reach `edit`),
+// and Trainyard's manager in-process, which a test can stop and start again.
 package framework
 
 import (
@@ -106,7 +107,8 @@ type Options struct {
 	Webhooks bool
 }
 
-// Start brings up etcd, kube-apiserver with the CRDs, and the garbage collector.
+// Start brings up etcd, kube-apiserver with the CRDs, the garbage collector and
+// the ClusterRole aggregation.
 func Start(opts ...Options) (*Env, error) {
 	var o Options
 	if len(opts) > 0 {
@@ -170,7 +172,11 @@ func zapLevel() zapcore.Level {
 	return 4 // errors only: keep test output readable
 }
 
-// startGC runs kube-controller-manager with only the garbage collector.
+// startGC runs kube-controller-manager with only the garbage collector and the
+// clusterrole-aggregation controller, which fills the rules of ClusterRoles
+// with an aggregationRule (the built-in admin, edit and view) from the roles
+// their selectors match; without it those roles grant nothing on Trainyard's
+// kinds however they are labelled.
 func (e *Env) startGC(assets string) error {
 	bin := filepath.Join(assets, "kube-controller-manager")
 	if _, err := os.Stat(bin); err != nil {
@@ -195,7 +201,7 @@ func (e *Env) startGC(assets string) error {
 	if err != nil {
 		return err
 	}
-	e.gc = exec.Command(bin, "--kubeconfig="+kcPath, "--controllers=garbagecollector", "--leader-elect=false",
+	e.gc = exec.Command(bin, "--kubeconfig="+kcPath, "--controllers=garbagecollector,clusterrole-aggregation-controller", "--leader-elect=false",
 		"--secure-port=0", "--use-service-account-credentials=false", "--v=1")
 	e.gc.Stdout, e.gc.Stderr = log, log
 	if err := e.gc.Start(); err != nil {

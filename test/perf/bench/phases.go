@@ -38,7 +38,7 @@ func newBench(_ context.Context, c *cluster.Cluster, cfg config) (*bench, error)
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{c: c, cfg: cfg, cli: cli, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", c.Ports().ManagerMetrics)}
+	b := &bench{c: c, cfg: cfg, cli: cli, metricsURL: c.ManagerMetricsURL(0)}
 	for _, p := range c.Processes() {
 		if p.Name == cluster.Manager {
 			b.managerPID = p.PID

@@ -44,6 +44,9 @@ into (cmd/trainyard-manager/webhooks.go).
 */}}
 {{- define "trainyard.webhookService" -}}trainyard-webhook{{- end -}}
 {{- define "trainyard.webhookSecret" -}}trainyard-webhook-cert{{- end -}}
+{{- define "trainyard.metricsService" -}}trainyard-manager-metrics{{- end -}}
+{{- /* Where the metrics certificate Secret (metrics.certSecret) is mounted. */ -}}
+{{- define "trainyard.metricsCertDir" -}}/tmp/k8s-metrics-server/metrics-certs{{- end -}}
 {{- define "trainyard.mutatingWebhook" -}}trainyard-mutating-webhook-configuration{{- end -}}
 {{- define "trainyard.validatingWebhook" -}}trainyard-validating-webhook-configuration{{- end -}}
 
@@ -61,6 +64,12 @@ Checks of value combinations that the schema cannot express.
 {{- define "trainyard.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: replicas without leader election would all reconcile the same TrainJobs" -}}
+{{- end -}}
+{{- if has (int .Values.metrics.port) (list 8081 9443) -}}
+{{- fail "metrics.port must differ from the manager's health (8081) and webhook (9443) ports" -}}
+{{- end -}}
+{{- if and .Values.metrics.certSecret (not .Values.metrics.secure) -}}
+{{- fail "metrics.certSecret needs metrics.secure: plain HTTP uses no certificate" -}}
 {{- end -}}
 {{- if and (not .Values.namespace.name) (not .Release.Namespace) -}}
 {{- fail "set namespace.name or install with --namespace" -}}

@@ -860,6 +860,37 @@ func TestChartValueVariants(t *testing.T) {
 		checkChartObjects(t, docs, "ml")
 		findIn(t, docs, "Namespace", "ml")
 	})
+	t.Run("PyTorchJob API off", func(t *testing.T) {
+		// Next to Kubeflow's training operator: no PyTorchJob CRD, no
+		// PyTorchJob webhooks, and a manager that leaves PyTorchJobs alone.
+		docs := renderChart(t, systemNamespace, map[string]any{"pytorchJob": map[string]any{"enabled": false}})
+		for _, d := range docs {
+			if d.kind() == "CustomResourceDefinition" && d.name() == "pytorchjobs.kubeflow.org" {
+				t.Errorf("pytorchJob.enabled=false, but %s is rendered", d)
+			}
+			if d.kind() == "ValidatingWebhookConfiguration" || d.kind() == "MutatingWebhookConfiguration" {
+				if strings.Contains(string(d.json), "pytorchjobs") {
+					t.Errorf("pytorchJob.enabled=false, but %s has a PyTorchJob webhook", d)
+				}
+			}
+		}
+		c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--enable-pytorchjob=false") {
+			t.Errorf("pytorchJob.enabled=false, but the manager runs with %q", c.Args)
+		}
+		// On by default: the CRD and both webhooks are there.
+		on := renderChart(t, systemNamespace, nil)
+		findIn(t, on, "CustomResourceDefinition", "pytorchjobs.kubeflow.org")
+		hooks := 0
+		for _, d := range on {
+			if (d.kind() == "ValidatingWebhookConfiguration" || d.kind() == "MutatingWebhookConfiguration") && strings.Contains(string(d.json), "pytorchjobs") {
+				hooks++
+			}
+		}
+		if hooks != 2 {
+			t.Errorf("%d webhook configurations with a PyTorchJob webhook by default, want 2", hooks)
+		}
+	})
 	t.Run("leader election off", func(t *testing.T) {
 		docs := renderChart(t, systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}})
 		c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]

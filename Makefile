@@ -66,7 +66,8 @@ cluster-down: ## Stop the local cluster started by cluster-up (logs stay in bin/
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the webhook configurations from the Go types and markers.
 	$(CONTROLLER_GEN) object paths=./apis/...
-	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true,maxDescLen=0 paths=./apis/... output:crd:artifacts:config=manifests/base/crds
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true,maxDescLen=120 paths=./apis/... output:crd:artifacts:config=manifests/base/crds
+	go run ./test/tools/crddesc manifests/base/crds/*_*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook
 

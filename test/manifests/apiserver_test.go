@@ -175,6 +175,25 @@ func TestAgainstAPIServer(t *testing.T) {
 		checkApplied(t, "runtimes/", out, len(catalog))
 	})
 
+	// kubectl explain tells the truth about every field: what the API server
+	// publishes of the CRDs' descriptions (TestCRDDescriptions checks that
+	// every field has one).
+	t.Run("kubectl explain", func(t *testing.T) {
+		for path, want := range map[string]string{
+			"trainjobs.spec.trainer":                                   "numNodes",
+			"trainjobs.spec.trainer.numProcPerNode":                    "auto",
+			"trainjobs.spec.podTemplateOverrides.metadata.labels":      "labels to set on the object",
+			"trainjobs.status.trainerStatus.progressPercentage":        "how far training is",
+			"clustertrainingruntimes.spec.mlPolicy.torch":              "torchrun",
+			"pytorchjobs.spec.runPolicy.schedulingPolicy.minAvailable": "scheduled together",
+		} {
+			out := s.mustRun(t, nil, "explain", path)
+			if !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, want) {
+				t.Errorf("kubectl explain %s does not say %q:\n%s", path, want, out)
+			}
+		}
+	})
+
 	t.Run("chart", func(t *testing.T) {
 		helmBin(t)
 		s.dryRun(t, "chart, default values", renderChart(t, systemNamespace, nil, "--api-versions", runtimeAPI))

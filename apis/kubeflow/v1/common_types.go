@@ -106,15 +106,20 @@ type RunPolicy struct {
 
 // SchedulingPolicy holds gang-scheduling settings.
 type SchedulingPolicy struct {
+	// minAvailable is the number of pods that must be scheduled together (gang scheduling).
 	// +optional
 	MinAvailable *int32 `json:"minAvailable,omitempty"`
+	// queue is the gang scheduler's queue.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="spec.runPolicy.schedulingPolicy.queue is immutable"
 	Queue string `json:"queue,omitempty"`
+	// minResources are the resources the gang needs to start.
 	// +optional
 	MinResources *map[corev1.ResourceName]resource.Quantity `json:"minResources,omitempty"`
+	// priorityClass is the gang's priority class.
 	// +optional
 	PriorityClass string `json:"priorityClass,omitempty"`
+	// scheduleTimeoutSeconds bounds how long the gang may wait to be scheduled.
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }
@@ -171,10 +176,13 @@ type JobCondition struct {
 	// reason is <Kind><Reason>, e.g. PyTorchJobRunning.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// message is a human-readable explanation of the condition.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// lastUpdateTime is when the condition was last updated.
 	// +optional
 	LastUpdateTime metav1.Time `json:"lastUpdateTime,omitempty"`
+	// lastTransitionTime is when the condition last changed status.
 	// +optional
 	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
 }

@@ -116,8 +116,10 @@ type ElasticPolicy struct {
 
 // RDZVConf is one rendezvous setting.
 type RDZVConf struct {
+	// key of a rendezvous option (torchrun --rdzv-conf).
 	// +optional
 	Key string `json:"key,omitempty"`
+	// value of the rendezvous option.
 	// +optional
 	Value string `json:"value,omitempty"`
 }

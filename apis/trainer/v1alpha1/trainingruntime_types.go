@@ -196,6 +196,7 @@ type TorchElasticPolicy struct {
 
 // EnvInjection lists extra containers that also get the PET_* variables.
 type EnvInjection struct {
+	// targets are the containers, by job and name, that get the torch environment too.
 	// +optional
 	// +listType=map
 	// +listMapKey=jobName
@@ -227,6 +228,7 @@ const MPIImplementationOpenMPI MPIImplementation = "OpenMPI"
 
 // MPIMLPolicySource configures MPI.
 type MPIMLPolicySource struct {
+	// numProcPerNode is the number of MPI slots per node.
 	// +optional
 	// +kubebuilder:default=1
 	NumProcPerNode *int32 `json:"numProcPerNode,omitempty"`
@@ -234,10 +236,12 @@ type MPIMLPolicySource struct {
 	// +kubebuilder:default=OpenMPI
 	// +kubebuilder:validation:Enum=OpenMPI;""
 	MPIImplementation *MPIImplementation `json:"mpiImplementation,omitempty"`
+	// sshAuthMountPath is where the SSH keys are mounted in the MPI containers.
 	// +optional
 	// +kubebuilder:default="/root/.ssh"
 	// +kubebuilder:validation:MaxLength=4096
 	SSHAuthMountPath *string `json:"sshAuthMountPath,omitempty"`
+	// runLauncherAsNode makes the launcher one of the training nodes.
 	// +optional
 	// +kubebuilder:default=false
 	RunLauncherAsNode *bool `json:"runLauncherAsNode,omitempty"`
@@ -251,6 +255,7 @@ type XGBoostMLPolicySource struct{}
 
 // FluxMLPolicySource configures Flux.
 type FluxMLPolicySource struct {
+	// numProcPerNode is the number of Flux tasks per node.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1

@@ -254,31 +254,39 @@ type PodTemplateOverrideTargetJob struct {
 
 // PodTemplateSpecOverride is the v2.1 pod spec override.
 type PodTemplateSpecOverride struct {
+	// serviceAccountName replaces the pods' service account.
 	// +optional
 	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// nodeSelector is merged into the pods' node selector, key by key.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// tolerations are added to the pods' tolerations.
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// volumes replace the runtime's volumes of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
+	// initContainers override init containers of the runtime, by name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	InitContainers []ContainerOverride `json:"initContainers,omitempty"`
+	// containers override containers of the runtime, by name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Containers []ContainerOverride `json:"containers,omitempty"`
+	// schedulingGates replace gates of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+	// imagePullSecrets replace secrets of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -291,10 +299,12 @@ type ContainerOverride struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name,omitempty"`
+	// env replaces variables of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// volumeMounts replace mounts at the same path; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -45,6 +45,7 @@ type JobSetTemplatePatch struct {
 
 // JobSetSpecPatch patches replicated jobs by name.
 type JobSetSpecPatch struct {
+	// replicatedJobs patch the runtime's replicated jobs, by name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -91,28 +92,33 @@ type PodTemplatePatch struct {
 // tolerations, schedulingGates) stay mutable so that queueing systems can set them
 // on admission; the others are fixed once set.
 type PodSpecPatch struct {
+	// serviceAccountName replaces the pods' service account.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// volumes replace the runtime's volumes of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
+	// initContainers override init containers of the runtime, by name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	InitContainers []ContainerPatch `json:"initContainers,omitempty"`
+	// containers override containers of the runtime, by name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	Containers []ContainerPatch `json:"containers,omitempty"`
+	// imagePullSecrets replace secrets of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -122,19 +128,23 @@ type PodSpecPatch struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// nodeSelector is merged into the pods' node selector, key by key.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// tolerations are added to the pods' tolerations.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=128
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// schedulingGates replace gates of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+	// terminationGracePeriodSeconds replaces the pods' grace period.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"
@@ -148,11 +158,13 @@ type ContainerPatch struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
+	// env replaces variables of the same name; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// volumeMounts replace mounts at the same path; others are added.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -112,27 +112,33 @@ type JobStatus struct {
 // TrainerStatus is training progress reported by the training code.
 // +kubebuilder:validation:XValidation:rule="has(self.lastUpdatedTime)", message="lastUpdatedTime is required when trainerStatus is present"
 type TrainerStatus struct {
+	// progressPercentage is how far training is, 0 to 100, as the trainer reported it.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+	// estimatedRemainingSeconds is the trainer's estimate of the time left.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	EstimatedRemainingSeconds *int32 `json:"estimatedRemainingSeconds,omitempty"`
+	// metrics are the latest values the trainer reported (loss, accuracy, ...).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	Metrics []Metric `json:"metrics,omitempty"`
+	// lastUpdatedTime is when the trainer last reported.
 	// +optional
 	LastUpdatedTime metav1.Time `json:"lastUpdatedTime,omitzero"`
 }
 
 // Metric is one named training metric.
 type Metric struct {
+	// name of the metric, e.g. loss.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	Name string `json:"name,omitempty"`
+	// value of the metric, as the trainer wrote it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

@@ -61,4 +61,10 @@ const (
 	TrainJobBuildFailedReason   = "BuildFailed"
 	TrainJobApplyFailedReason   = "ApplyFailed"
 	TrainJobJobSetDeletedReason = "JobSetDeleted"
+	// TrainJobJobSetNotOwnedReason: a JobSet of the TrainJob's name belongs to
+	// someone else.
+	TrainJobJobSetNotOwnedReason = "JobSetNotOwned"
+	// TrainJobChildKindNotServedReason: the runtime needs a kind whose CRD is
+	// not installed.
+	TrainJobChildKindNotServedReason = "ChildKindNotServed"
 )

@@ -1,6 +1,9 @@
 package trainjob
 
-import "github.com/trainyard/trainyard/pkg/controller/jobframework"
+import (
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+)
 
 // Names Trainyard adds to the objects it owns. They are Trainyard's own
 // (additive), not part of the Kubeflow API.
@@ -25,6 +28,6 @@ const (
 	EventRuntimeNotFound   = "RuntimeNotFound"
 	EventDeadlineExceeded  = "DeadlineExceeded"
 	EventJobSetNotOwned    = jobframework.EventJobSetNotOwned
-	EventRuntimeNotSupport = "RuntimeNotSupported"
-	EventKindNotServed     = "ChildKindNotServed"
+	EventRuntimeNotSupport = trainer.TrainJobRuntimeNotSupportedReason
+	EventKindNotServed     = trainer.TrainJobChildKindNotServedReason
 )

@@ -186,9 +186,9 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	case framework.IsInvalid(err):
 		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
 	case errors.Is(err, childsync.ErrNotOwned):
-		p.createdFalse(trainer.TrainJobApplyFailedReason, EventJobSetNotOwned, "Sync", err)
+		p.createdFalse(trainer.TrainJobJobSetNotOwnedReason, EventJobSetNotOwned, "Sync", err)
 	case errors.Is(err, childsync.ErrKindNotServed):
-		p.createdFalse(trainer.TrainJobApplyFailedReason, EventKindNotServed, "Apply", err)
+		p.createdFalse(trainer.TrainJobChildKindNotServedReason, EventKindNotServed, "Apply", err)
 	default:
 		// Transient (API errors, conflicts): retry with backoff. Before the
 		// JobSet exists, say so in status; once it runs, a failed write of

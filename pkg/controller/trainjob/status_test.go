@@ -89,7 +89,7 @@ func TestStatusSync(t *testing.T) {
 }
 
 // TestStatusErrors: errors of planning and syncing, on a job that has no
-// JobSet yet. Errors the user must fix go to Created=False (RuntimeNotSupported
+// JobSet yet. Errors the user must fix go to Created=False (TrainingRuntimeNotSupported
 // fails the job) with an event, once; API errors are retried.
 func TestStatusErrors(t *testing.T) {
 	errUnsupported := fmt.Errorf("%w: unsupported runtime MPIJob.trainer.kubeflow.org", runtime.ErrUnsupported)
@@ -158,12 +158,12 @@ func TestStatusErrors(t *testing.T) {
 		"a JobSet of that name not owned by the job": {
 			job:  newJob(),
 			sync: failed(errNotOwned),
-			want: outcome{Status: createdFalse(trainer.TrainJobApplyFailedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Sync", errNotOwned)},
+			want: outcome{Status: createdFalse(trainer.TrainJobJobSetNotOwnedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Sync", errNotOwned)},
 		},
 		"a child kind the cluster does not serve": {
 			job:  newJob(),
 			sync: failed(errNotServed),
-			want: outcome{Status: createdFalse(trainer.TrainJobApplyFailedReason, errNotServed), Events: warning(EventKindNotServed, "Apply", errNotServed)},
+			want: outcome{Status: createdFalse(trainer.TrainJobChildKindNotServedReason, errNotServed), Events: warning(EventKindNotServed, "Apply", errNotServed)},
 		},
 		"a transient API error is reported and retried": {
 			job:  newJob(),

@@ -321,7 +321,7 @@ func TestForeignJobSetIsLeftAlone(t *testing.T) {
 	}
 	require.NoError(t, env.Client.Create(ctx(), foreign))
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "taken", nil)))
-	job := waitCondition(t, ns, "taken", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobApplyFailedReason)
+	job := waitCondition(t, ns, "taken", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobJobSetNotOwnedReason)
 	require.Contains(t, findCond(job, trainer.TrainJobCreated).Message, "not controlled by TrainJob taken")
 	var js jobsetv1alpha2.JobSet
 	require.NoError(t, env.Client.Get(ctx(), client.ObjectKeyFromObject(foreign), &js))

@@ -143,7 +143,7 @@ func TestPlanChildKindNotServed(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "nogang", func(j *trainer.TrainJob) {
 		j.Annotations = map[string]string{podGroupAnnotation: "yes"}
 	})))
-	job := waitCondition(t, ns, "nogang", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobApplyFailedReason)
+	job := waitCondition(t, ns, "nogang", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobChildKindNotServedReason)
 	msg := findCond(job, trainer.TrainJobCreated).Message
 	require.Contains(t, msg, "PodGroup.scheduling.x-k8s.io")
 	require.Contains(t, msg, "install its CRD")

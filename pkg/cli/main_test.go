@@ -271,7 +271,7 @@ func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
 
 func TestGetCommand(t *testing.T) {
 	objs := append(catalog(),
-		trainJob("alpha", trainer.TrainJobStatus{Phase: "Running", Reason: "AllNodesRunning", Message: "2/2 nodes running"}),
+		trainJob("alpha", trainer.TrainJobStatus{Phase: "Running", Reason: "AllNodesStarted", Message: "2/2 nodes running"}),
 		jobPod("alpha", "1", corev1.PodRunning), jobPod("alpha", "0", corev1.PodRunning),
 		trainJob("beta", trainer.TrainJobStatus{Phase: "Pending", Reason: "WaitingForPods"}),
 	)
@@ -281,7 +281,7 @@ func TestGetCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"Name:      alpha\n", "Status:    Running\n", "Reason:    AllNodesRunning\n", "Message:   2/2 nodes running\n", "Nodes:     2\n",
+		"Name:      alpha\n", "Status:    Running\n", "Reason:    AllNodesStarted\n", "Message:   2/2 nodes running\n", "Nodes:     2\n",
 		"  Step: node-0, Status: Running, Devices: cpu x 2, Pod: alpha-node-0-0\n  Step: node-1, Status: Running, Devices: cpu x 2, Pod: alpha-node-0-1\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -380,7 +380,7 @@ func TestProgressString(t *testing.T) {
 	}{
 		{progress{phase: "Created"}, "Created"},
 		{progress{phase: "Pending", reason: "WaitingForPods", message: "0/2 nodes running", nodes: 2}, "Pending, 0/2 nodes ready (WaitingForPods: 0/2 nodes running)"},
-		{progress{phase: "Running", reason: "AllNodesRunning", ready: 2, nodes: 2}, "Running, 2/2 nodes ready (AllNodesRunning)"},
+		{progress{phase: "Running", reason: "AllNodesStarted", ready: 2, nodes: 2}, "Running, 2/2 nodes ready (AllNodesStarted)"},
 		{progress{phase: "Complete", reason: "AllJobsCompleted", nodes: 2}, "Complete (AllJobsCompleted)"},
 	}
 	for _, tc := range cases {

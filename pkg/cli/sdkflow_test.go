@@ -166,7 +166,7 @@ func TestWaitFor(t *testing.T) {
 	f := newFakeCluster(t,
 		trainJob("new", trainer.TrainJobStatus{}),
 		trainJob("pending", trainer.TrainJobStatus{Phase: "Pending"}),
-		trainJob("running", trainer.TrainJobStatus{Phase: "Running", Reason: "AllNodesRunning", NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](2)}),
+		trainJob("running", trainer.TrainJobStatus{Phase: "Running", Reason: "AllNodesStarted", NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](2)}),
 		trainJob("suspended", trainer.TrainJobStatus{Phase: "Suspended"}),
 		trainJob("done", complete),
 		trainJob("broken", failed),
@@ -201,7 +201,7 @@ func TestWaitFor(t *testing.T) {
 		})
 	}
 	code, out, _ := f.run("wait", "running", "--for", "Running")
-	if code != 0 || !strings.Contains(out, "TrainJob running: Running, 2/2 nodes ready (AllNodesRunning)") {
+	if code != 0 || !strings.Contains(out, "TrainJob running: Running, 2/2 nodes ready (AllNodesStarted)") {
 		t.Errorf("wait --for Running: exit %d:\n%s", code, out)
 	}
 }

@@ -27,7 +27,7 @@ func TestTwoNodeTrainJobCompletes(t *testing.T) {
 	if err := cli.Create(ctx(), job); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, ns, job.Name, trainer.TrainJobRunning, "AllNodesRunning", long)
+	waitState(t, ns, job.Name, trainer.TrainJobRunning, "AllNodesStarted", long)
 	ps := pods(t, ns, job.Name)
 	if len(ps) != 2 {
 		t.Fatalf("want 2 node pods, got %d", len(ps))

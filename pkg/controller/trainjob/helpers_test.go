@@ -213,7 +213,7 @@ func waiting(ready int32) trainer.TrainJobStatus {
 func running(start time.Duration) trainer.TrainJobStatus {
 	return trainer.TrainJobStatus{
 		Conditions: nil,
-		Phase:      trainer.TrainJobRunning, Reason: "AllNodesRunning", Message: "2/2 nodes running",
+		Phase:      trainer.TrainJobRunning, Reason: "AllNodesStarted", Message: "2/2 nodes running",
 		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](2), StartTime: at(start),
 	}
 }

@@ -64,7 +64,7 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 	case numNodes > 0 && ready+succeeded >= numNodes:
 		// Once every node has started, a job stays Running while its nodes
 		// finish one by one, until the JobSet says it is complete.
-		phase, reason, message = trainer.TrainJobRunning, "AllNodesRunning", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
+		phase, reason, message = trainer.TrainJobRunning, "AllNodesStarted", fmt.Sprintf("%d/%d nodes running", ready, numNodes)
 		if succeeded > 0 {
 			message += fmt.Sprintf(", %d finished", succeeded)
 		}

@@ -117,7 +117,7 @@ func TestKubectlGetFollowsTheJob(t *testing.T) {
 	waitGet(t, ns, "life", map[string]string{"State": "Pending", "Ready": "1", "Reason": "Unschedulable",
 		"Message": "pod life-node-0-1-abcde: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."})
 	pod1(runningReady)
-	waitGet(t, ns, "life", map[string]string{"State": "Running", "Nodes": "2", "Ready": "2", "Reason": "AllNodesRunning", "Message": "2/2 nodes running"})
+	waitGet(t, ns, "life", map[string]string{"State": "Running", "Nodes": "2", "Ready": "2", "Reason": "AllNodesStarted", "Message": "2/2 nodes running"})
 	job := getTrainJob(t, ns, "life")
 	require.NotNil(t, job.Status.StartTime)
 

@@ -86,7 +86,7 @@ test: verify-generated vet cluster-tools helm ## Run every test: unit, manifests
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
 .PHONY: test-unit
-test-unit: ## Run the tests that need no API server.
+test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one).
 	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./test/manifests/...
 
 .PHONY: test-integration

@@ -177,7 +177,7 @@ func (r *Result) Markdown() string {
 		b.WriteString("\n")
 	}
 	if len(r.GoBenchmarks) > 0 {
-		b.WriteString("\nThe manager's CPU work per TrainJob, in process (`go test -bench . -benchmem ./pkg/controller/`):\n\n```\n")
+		b.WriteString("\nThe manager's CPU work per TrainJob, in process (`go test -bench . -benchmem ./pkg/controller/...`):\n\n```\n")
 		for _, l := range r.GoBenchmarks {
 			b.WriteString(l + "\n")
 		}

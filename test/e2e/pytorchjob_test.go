@@ -165,10 +165,15 @@ func TestPyTorchJobWithPVC(t *testing.T) {
 	job := &kubeflowv1.PyTorchJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mw2"},
 		Spec: kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{
-			kubeflowv1.PyTorchJobReplicaTypeMaster: {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				Containers: []corev1.Container{*master},
-				Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
-			}}},
+			// The master ends last, as a real training's does: its success
+			// completes the JobSet, which stops workers still running (and
+			// their pods would then be missing from the count below).
+			kubeflowv1.PyTorchJobReplicaTypeMaster: {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: runningFor(10 * time.Second)},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{*master},
+					Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+				}}},
 			kubeflowv1.PyTorchJobReplicaTypeWorker: {Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{container},
 			}}},

@@ -2,7 +2,6 @@ package childsync
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +108,3 @@ func templateHash(js *jobsetv1alpha2.JobSet) (string, error) {
 	}
 	return hashJSON(spec)
 }
-
-// jsonForHash is split out so that every rule hashes the same way.
-func jsonForHash(v any) ([]byte, error) { return json.Marshal(v) }

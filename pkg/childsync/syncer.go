@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -297,7 +298,7 @@ func ToUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 }
 
 func hashJSON(v any) (string, error) {
-	b, err := jsonForHash(v)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("hashing rendered child: %w", err)
 	}

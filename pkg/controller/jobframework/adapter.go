@@ -60,6 +60,17 @@ type Sync struct {
 	Err error
 }
 
+// After is what was observed with the children as syncing left them: the
+// observed ones, updated with what this pass wrote (as observed when the
+// pass planned nothing).
+func (s Sync) After(obs *observe.Observed) *observe.Observed {
+	after := *obs
+	if s.Result.Children != nil {
+		after.Children = s.Result.Children
+	}
+	return &after
+}
+
 // Event is an event about the job, sent after its status was written.
 type Event struct {
 	Type, Reason, Action, Message string

@@ -195,7 +195,6 @@ func newFixture(t *testing.T, a *fakeAdapter, o fixtureOpts) *fixture {
 	r := &Reconciler{
 		adapter:  a,
 		client:   c,
-		reader:   c,
 		recorder: logRecorder{log: log},
 		clock:    clocktesting.NewFakePassiveClock(testNow),
 		syncer:   &childsync.Syncer{Client: c, FieldOwner: FieldOwner},

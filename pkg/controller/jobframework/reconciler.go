@@ -23,7 +23,6 @@ import (
 type Reconciler struct {
 	adapter  Adapter
 	client   client.Client
-	reader   client.Reader
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	syncer   *childsync.Syncer
@@ -57,7 +56,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var sync Sync
-	p, err := r.adapter.Plan(ctx, r.reader, job, obs, now)
+	p, err := r.adapter.Plan(ctx, r.client, job, obs, now)
 	switch {
 	case err != nil:
 		sync.Err = err

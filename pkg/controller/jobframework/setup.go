@@ -74,7 +74,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 	r := &Reconciler{
 		adapter:  cfg.Adapter,
 		client:   mgr.GetClient(),
-		reader:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorder("trainyard-" + cfg.Name + "-controller"),
 		clock:    cfg.Clock,
 	}

@@ -104,9 +104,7 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 		p.out.Retry = err
 		return
 	}
-	if sync.Result.Children != nil {
-		js = (&observe.Observed{Children: sync.Result.Children}).JobSet(job.Name)
-	}
+	js = sync.After(obs).JobSet(job.Name)
 	switch sync.Result.Action(observe.JobSetKind, job.Name) {
 	case childsync.Created:
 		p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)

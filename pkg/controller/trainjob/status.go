@@ -103,10 +103,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 
 	// 3. What planning and syncing the JobSet did.
-	after := &observe.Observed{Children: sync.Result.Children, Pods: obs.Pods, Workloads: obs.Workloads, KueueServed: obs.KueueServed}
-	if after.Children == nil {
-		after.Children = obs.Children
-	}
+	after := sync.After(obs)
 	p.synced(after.JobSet(job.Name), sync)
 
 	// 4. Suspension, and what the children report.

@@ -314,12 +314,16 @@ exit 0`, corev1.RestartPolicyNever)
 		t.Errorf("pod IP %q not from the node's range", ip)
 	}
 	logs := kubeletLogs(t, ns, "env", "c", "")
-	want := fmt.Sprintf("host=job-node-0-1 pwd=%s rank=1 ip=%s node=%s greet=hello addr=%s:29500\n1\nfrom-configmap\nto-stderr\n", workdir, ip, nodeName, ip)
-	if logs != want {
-		t.Errorf("logs:\n%s\nwant:\n%s", logs, want)
+	// stdout and stderr are two pipes, read concurrently (as a kubelet's
+	// runtime reads them), so only the order within each stream is defined.
+	wantStdout := fmt.Sprintf("host=job-node-0-1 pwd=%s rank=1 ip=%s node=%s greet=hello addr=%s:29500\n1\nfrom-configmap\n", workdir, ip, nodeName, ip)
+	if strings.Count(logs, "to-stderr\n") != 1 || strings.Replace(logs, "to-stderr\n", "", 1) != wantStdout {
+		t.Errorf("logs:\n%s\nwant stdout:\n%s\nand one line to-stderr", logs, wantStdout)
 	}
-	if got := kubeletLogs(t, ns, "env", "c", "tailLines=1&timestamps=true"); !strings.HasSuffix(got, " to-stderr\n") || !strings.HasPrefix(got, "20") {
-		t.Errorf("tail with timestamps: %q", got)
+	lines := strings.SplitAfter(logs, "\n")
+	last := lines[len(lines)-2] // the text ends with a newline
+	if got := kubeletLogs(t, ns, "env", "c", "tailLines=1&timestamps=true"); !strings.HasSuffix(got, " "+last) || !strings.HasPrefix(got, "20") {
+		t.Errorf("tail with timestamps: %q, want the last line %q after a timestamp", got, last)
 	}
 	for _, p := range []string{filepath.Dir(workdir), cfgDir} {
 		if _, err := os.Stat(p); err == nil {

@@ -23,10 +23,7 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: cluster-tools ## Train the MNIST example for real: TrainJob -> JobSet -> pods on a process node (2 torchrun nodes); RUN_ARGS=-keep keeps the cluster.
-	@/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || { \
-	  echo "installing Debian's python3-torch (the process node's pods run the host's torchrun) ..."; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null; }
+run: cluster-tools debian-packages ## Train the MNIST example for real: TrainJob -> JobSet -> pods on a process node (2 torchrun nodes); RUN_ARGS=-keep keeps the cluster.
 	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-run ./test/local
 	$(BIN)/trainyard-run $(RUN_ARGS)
 
@@ -36,6 +33,10 @@ run: cluster-tools ## Train the MNIST example for real: TrainJob -> JobSet -> po
 build: ## Build the manager and the trainyard CLI (docs/cli.md) into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard ./cmd/trainyard
+
+.PHONY: debian-packages
+debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.
+	@test/tools/debian-packages.sh
 
 .PHONY: k8s-tools
 k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules into bin/k8s (cached).
@@ -81,7 +82,7 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 ##@ Test
 
 .PHONY: test
-test: verify-generated vet cluster-tools helm ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster, and a short fuzz pass.
+test: verify-generated vet cluster-tools helm debian-packages ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster, and a short fuzz pass.
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 

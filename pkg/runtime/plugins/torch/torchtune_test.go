@@ -31,7 +31,9 @@ func tuneRuntime(name string, gpus string) *rtt.RuntimeWrapper {
 
 var tunePaths = []string{"output_dir=/workspace/output", "tokenizer.path=/workspace/model/original/tokenizer.model", "checkpointer.checkpoint_dir=/workspace/model"}
 
-func tuneCmd(head ...string) []string { return append(append([]string{"tune", "run"}, head...), tunePaths...) }
+func tuneCmd(head ...string) []string {
+	return append(append([]string{"tune", "run"}, head...), tunePaths...)
+}
 
 func TestTorchtuneCommand(t *testing.T) {
 	cases := map[string]struct {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,6 +125,12 @@ func (*Flux) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorL
 					fmt.Sprintf("InitContainer '%s' is reserved", InstallerContainer)))
 			}
 		}
+	}
+	// The entrypoint volume is named after its ConfigMap, and volume names are DNS labels.
+	if vol := EntrypointConfigMap(job.Name); len(vol) > validation.DNS1123LabelMaxLength {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name,
+			fmt.Sprintf("must be no more than %d characters on a Flux runtime: the volume %s must fit in %d characters",
+				validation.DNS1123LabelMaxLength-len(EntrypointConfigMap("")), vol, validation.DNS1123LabelMaxLength)))
 	}
 	if info.Container(NodeJob, trainer.NodeContainer) == nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,

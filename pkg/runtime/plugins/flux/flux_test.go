@@ -288,6 +288,12 @@ func TestValidate(t *testing.T) {
 			}).Obj(),
 			want: field.ErrorList{field.Invalid(path.Child("initContainers"), "flux-installer", "InitContainer 'flux-installer' is reserved")},
 		},
+		"a name too long for the entrypoint volume": {
+			job: rtt.MakeTrainJob("ns", strings.Repeat("a", 48)).Obj(),
+			rt:  fluxRuntime().Obj(),
+			want: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), strings.Repeat("a", 48),
+				"must be no more than 47 characters on a Flux runtime: the volume "+strings.Repeat("a", 48)+"-flux-entrypoint must fit in 63 characters")},
+		},
 		"no node job": {
 			job: rtt.MakeTrainJob("ns", "job").Obj(),
 			rt: fluxRuntime().ReplicatedJobs(

@@ -20,7 +20,8 @@ type Options struct {
 	// KueueMode says how Kueue is set up (default gang.ModeTrainJob).
 	KueueMode gang.Mode
 	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
-	// elastic torch jobs rendezvous at a pod's fully qualified name.
+	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
+	// brokers connect to each other by theirs.
 	ClusterDomain string
 }
 

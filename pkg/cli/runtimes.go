@@ -62,6 +62,9 @@ func NewRuntime(kind, namespace, name string, labels map[string]string, spec tra
 	if mp != nil && mp.MPI != nil && mp.MPI.NumProcPerNode != nil {
 		rt.DeviceCount = strconv.Itoa(int(*mp.MPI.NumProcPerNode))
 	}
+	if mp != nil && mp.Flux != nil && mp.Flux.NumProcPerNode != nil {
+		rt.DeviceCount = strconv.Itoa(int(*mp.Flux.NumProcPerNode))
+	}
 	if mp != nil && mp.Torch != nil && mp.Torch.NumProcPerNode != nil && mp.Torch.NumProcPerNode.Type == intstr.Int {
 		rt.DeviceCount = strconv.Itoa(int(mp.Torch.NumProcPerNode.IntVal))
 	}

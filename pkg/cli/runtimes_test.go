@@ -135,6 +135,19 @@ func TestShippedRuntimes(t *testing.T) {
 			Image: "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", Entrypoint: "torchrun"},
 		"plain-ml": {Framework: "plainml", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
 			Image: "python:3.12-slim", Entrypoint: "python3"},
+		"jax-distributed": {Framework: "jax", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
+			Image: "nvcr.io/nvidia/jax:25.10-py3", Entrypoint: "python3"},
+		"xgboost-distributed": {Framework: "xgboost", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
+			Image: "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0", Entrypoint: "python3"},
+		// Flux tasks per node are its process count.
+		"flux-distributed": {Framework: "flux", NumNodes: 1, Device: Unknown, DeviceCount: "1",
+			Image: "ubuntu:jammy", Entrypoint: "python3"},
+		"torchtune-llama3.2-1b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
+		"torchtune-llama3.2-3b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
+		"torchtune-qwen2.5-1.5b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
 	}
 	files, err := filepath.Glob("../../runtimes/*.yaml")
 	if err != nil || len(files) == 0 {

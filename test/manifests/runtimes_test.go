@@ -31,6 +31,12 @@ var catalog = map[string]string{
 	"torch-distributed-gpu":          "torch",
 	"torch-distributed-with-dataset": "torch",
 	"plain-ml":                       "plainml",
+	"jax-distributed":                "jax",
+	"xgboost-distributed":            "xgboost",
+	"flux-distributed":               "flux",
+	"torchtune-llama3.2-1b":          "torchtune",
+	"torchtune-llama3.2-3b":          "torchtune",
+	"torchtune-qwen2.5-1.5b":         "torchtune",
 }
 
 const gpuResource corev1.ResourceName = "nvidia.com/gpu"
@@ -170,6 +176,26 @@ func TestRuntimesCatalog(t *testing.T) {
 				}
 				if got := envValue(node, "PET_MASTER_ADDR"); got != job.Name+"-node-0-0."+job.Name {
 					t.Errorf("PET_MASTER_ADDR=%q", got)
+				}
+			case "jax":
+				if got := envValue(node, "JAX_COORDINATOR_ADDRESS"); got != job.Name+"-node-0-0."+job.Name+":29500" {
+					t.Errorf("JAX_COORDINATOR_ADDRESS=%q", got)
+				}
+			case "xgboost":
+				if got := envValue(node, "DMLC_NUM_WORKER"); got != "2" {
+					t.Errorf("DMLC_NUM_WORKER=%q, want 2", got)
+				}
+			case "flux":
+				if len(node.Command) != 3 || node.Command[1] != "/etc/flux-config/entrypoint.sh" || node.Command[2] != "python train.py" {
+					t.Errorf("node command %q, want the Flux entrypoint wrapping the TrainJob's", node.Command)
+				}
+			case "torchtune":
+				// The torchtune runtimes run after both initializers, on a shared claim.
+				if got := replicatedJob(t, js, "node").DependsOn; len(got) != 2 {
+					t.Errorf("node dependsOn %v, want both initializers", got)
+				}
+				if len(js.Spec.VolumeClaimPolicies) != 1 {
+					t.Errorf("volumeClaimPolicies %v, want the initializer claim", js.Spec.VolumeClaimPolicies)
 				}
 			case "plainml":
 				if mp := rt.Spec.MLPolicy; mp == nil || mp.NumNodes == nil ||

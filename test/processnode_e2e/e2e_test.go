@@ -1,6 +1,7 @@
 // Package processnode_e2e trains examples/mnist (its TrainJob on torch-distributed,
 // its elastic TrainJob on its own TrainingRuntime and, in pytorchjob_test.go, the
-// PyTorchJobs of examples/pytorchjob) for real through the whole stack:
+// PyTorchJobs of examples/pytorchjob) and, in xgboost_test.go, examples/xgboost
+// (on xgboost-distributed) for real through the whole stack:
 // a TrainJob created through the API server, resolved by the Trainyard manager into
 // a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
 // to a process node (cmd/trainyard-node), which runs torchrun in each pod's own
@@ -59,7 +60,10 @@ func TestMain(m *testing.M) {
 	}
 	o := cluster.Options{
 		ProcessNodes: 1,
-		Runtimes:     []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
+		Runtimes: []string{
+			filepath.Join(repo, "runtimes", "torch-distributed.yaml"),
+			filepath.Join(repo, "runtimes", "xgboost-distributed.yaml"),
+		},
 		// The default, said explicitly: pytorchjob_test.go runs kubeflow.org/v1 PyTorchJobs.
 		ManagerArgs: []string{"--enable-pytorchjob=true"},
 	}
@@ -163,7 +167,13 @@ func createMNISTScript(t *testing.T, ctx context.Context, ns string) {
 // loadMNISTExample decodes the object of examples/mnist/<file>.
 func loadMNISTExample(t *testing.T, file string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", file))
+	return loadExample(t, "mnist", file)
+}
+
+// loadExample decodes the object of examples/<dir>/<file>.
+func loadExample(t *testing.T, dir, file string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,9 @@ func TestUnclaimedPolicies(t *testing.T) {
 		"mlPolicy with only numNodes": {policy: &trainer.MLPolicy{NumNodes: new(int32)}},
 		"torch":                       {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}},
 		"mpi":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}, wantPolicy: "mpi"},
-		"jax":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{JAX: &trainer.JAXMLPolicySource{}}}, wantPolicy: "jax"},
-		"xgboost":                     {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}, wantPolicy: "xgboost"},
-		"flux":                        {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}, wantPolicy: "flux"},
+		"jax":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{JAX: &trainer.JAXMLPolicySource{}}}},
+		"xgboost":                     {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}},
+		"flux":                        {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}},
 	}
 	fw, err := plugins.NewFramework()
 	if err != nil {
@@ -65,7 +65,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 				"does not run yet",
 				"ClusterTrainingRuntime",
 				rt.Name,
-				"supported: torch",
+				"supported: " + strings.Join(fw.ClaimedPolicies(), ", "),
 			} {
 				if !strings.Contains(errs[0].Detail, s) {
 					t.Errorf("message %q does not mention %q", errs[0].Detail, s)
@@ -88,7 +88,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]string{"torch"}, fw.ClaimedPolicies()); diff != "" {
+	if diff := cmp.Diff([]string{"flux", "jax", "torch", "xgboost"}, fw.ClaimedPolicies()); diff != "" {
 		t.Errorf("ClaimedPolicies (-want +got):\n%s", diff)
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/xgboost"
 )
 
 // Options configure the plugins.
@@ -17,13 +20,14 @@ type Options struct {
 	// KueueMode says how Kueue is set up (default gang.ModeTrainJob).
 	KueueMode gang.Mode
 	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
-	// elastic torch jobs rendezvous at a pod's fully qualified name.
+	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
+	// brokers connect to each other by theirs.
 	ClusterDomain string
 }
 
 // Ordered returns the plugins in the order they run:
 //   - Resources first, so that ML-policy plugins see the merged resources;
-//   - then the ML policies (Torch); a runtime with no framework policy needs
+//   - then the ML policies (Torch, JAX, XGBoost, Flux; each acts only on its own policy); a runtime with no framework policy needs
 //     none, and one whose policy no plugin claims is rejected by the framework;
 //   - then gang scheduling (Kueue);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
@@ -39,6 +43,9 @@ func Ordered(opts Options) []framework.Plugin {
 	return []framework.Plugin{
 		resources.New(),
 		&torch.Torch{ClusterDomain: domain},
+		jax.New(),
+		xgboost.New(),
+		&flux.Flux{ClusterDomain: domain},
 		gang.New(mode),
 		jobset.New(),
 	}

@@ -37,7 +37,7 @@ const (
 
 // CompletionIndexAnnotation is set by the Job controller on every pod of an
 // Indexed Job; the node rank comes from it.
-const CompletionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
+const CompletionIndexAnnotation = runtime.CompletionIndexAnnotation
 
 // reserved are variables a user must not set on a torch job: the ones this plugin
 // sets, and the ones torchrun itself sets for its workers (a user value would be
@@ -123,6 +123,9 @@ func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 			errs = append(errs, fe)
 		}
 	}
+	if IsTorchtune(job) {
+		errs = append(errs, validateTorchtune(info, job, GPUs(res))...)
+	}
 	return errs
 }
 
@@ -166,13 +169,19 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 		}
 	} else {
 		env = append(env,
-			corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-				FieldPath: fmt.Sprintf("metadata.annotations['%s']", CompletionIndexAnnotation)}}},
+			runtime.CompletionIndexEnv(EnvNodeRank),
 			corev1.EnvVar{Name: EnvMasterAddr, Value: MasterAddr(info, job)},
 			corev1.EnvVar{Name: EnvMasterPort, Value: port},
 		)
 	}
-	c.Env = runtime.UpsertEnv(c.Env, env...)
+	if IsTorchtune(job) && pol.ElasticPolicy == nil {
+		// tune run gets the rendezvous endpoint on its command line; the
+		// master variables would make torchrun rendezvous a second way.
+		c.Env = runtime.UpsertEnv(c.Env, env[:3]...)
+		c.Command = tuneCommand(info, job, GPUs(c.Resources))
+	} else {
+		c.Env = runtime.UpsertEnv(c.Env, env...)
+	}
 	runtime.UpsertPort(c, corev1.ContainerPort{ContainerPort: trainer.ContainerTrainerPort, Protocol: corev1.ProtocolTCP})
 
 	if pol.EnvInjection != nil {

@@ -1,0 +1,321 @@
+// Package flux runs a TrainJob's command under the Flux framework
+// (flux-framework.org): an init container copies Flux into the pods, every pod
+// of the node job starts one Flux broker, and the first pod runs the command
+// with `flux run` across all of them. The brokers find each other through the
+// JobSet's pod DNS names and authenticate with a CURVE certificate that is
+// unique to the TrainJob.
+package flux
+
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+)
+
+// Name of the plugin.
+const Name = "Flux"
+
+// NodeJob is the replicated job whose pods run the brokers (Kubeflow Trainer
+// uses the job named "node", whatever the trainer label says).
+const NodeJob = "node"
+
+// InstallerContainer is the init container that copies Flux into the pods; a
+// runtime must not have its own of that name.
+const InstallerContainer = "flux-installer"
+
+// The settings a runtime (a literal env of its node container) or a TrainJob
+// (spec.trainer.env) may change; the TrainJob wins.
+const (
+	EnvViewImage     = "FLUX_VIEW_IMAGE"
+	EnvNetworkDevice = "FLUX_NETWORK_DEVICE"
+	EnvQueuePolicy   = "FLUX_QUEUE_POLICY"
+)
+
+var defaults = map[string]string{
+	EnvViewImage:     "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy",
+	EnvNetworkDevice: "eth0",
+	EnvQueuePolicy:   "fcfs",
+}
+
+// Volume names; the entrypoint volume is named after its ConfigMap.
+const (
+	volSpack     = "spack-install"
+	volInstall   = "flux-install"
+	volSharedMem = "shared-memory"
+	volCurve     = "flux-curve"
+)
+
+// EntrypointConfigMap and CurveSecret name the plugin's children.
+func EntrypointConfigMap(job string) string { return job + "-flux-entrypoint" }
+
+// CurveSecret names the Secret with the brokers' CURVE certificate.
+func CurveSecret(job string) string { return job + "-flux-curve" }
+
+// Flux is the plugin.
+type Flux struct {
+	// ClusterDomain completes the brokers' addresses
+	// (<pod>.<subdomain>.<namespace>.svc.<domain>); "" means cluster.local.
+	ClusterDomain string
+}
+
+var (
+	_ framework.ValidatePlugin = (*Flux)(nil)
+	_ framework.MLPolicyPlugin = (*Flux)(nil)
+	_ framework.PolicyClaimer  = (*Flux)(nil)
+	_ framework.BuildPlugin    = (*Flux)(nil)
+	_ framework.OwnerPlugin    = (*Flux)(nil)
+)
+
+// New returns the plugin for a cluster whose DNS domain is cluster.local.
+func New() *Flux { return &Flux{ClusterDomain: torch.DefaultClusterDomain} }
+
+// Name implements framework.Plugin.
+func (*Flux) Name() string { return Name }
+
+// ClaimsMLPolicies implements framework.PolicyClaimer.
+func (*Flux) ClaimsMLPolicies() []string { return []string{"flux"} }
+
+// Owns implements framework.OwnerPlugin.
+func (*Flux) Owns() []client.Object { return []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} }
+
+func policy(info *runtime.Info) *trainer.FluxMLPolicySource {
+	if mp := info.MLPolicy(); mp != nil {
+		return mp.Flux
+	}
+	return nil
+}
+
+// Validate rejects a process count below 1, a runtime that already has an
+// init container of the installer's name (Kubeflow Trainer's messages and
+// paths), and a runtime without the node job and container the brokers run in.
+func (*Flux) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+	if policy(info) == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
+		path := field.NewPath("spec", "trainer", "numProcPerNode")
+		switch v := *t.NumProcPerNode; {
+		case v.Type == intstr.String:
+			errs = append(errs, field.Invalid(path, v.StrVal, "must be an integer for Flux TrainJob"))
+		case v.IntVal < 1:
+			errs = append(errs, field.Invalid(path, v.IntVal, "must be greater than or equal to 1 for Flux TrainJob"))
+		}
+	}
+	ps := info.PodSpec(NodeJob)
+	if ps != nil {
+		for _, ic := range ps.InitContainers {
+			if ic.Name == InstallerContainer {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "initContainers"), ic.Name,
+					fmt.Sprintf("InitContainer '%s' is reserved", InstallerContainer)))
+			}
+		}
+	}
+	// The entrypoint volume is named after its ConfigMap, and volume names are DNS labels.
+	if vol := EntrypointConfigMap(job.Name); len(vol) > validation.DNS1123LabelMaxLength {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name,
+			fmt.Sprintf("must be no more than %d characters on a Flux runtime: the volume %s must fit in %d characters",
+				validation.DNS1123LabelMaxLength-len(EntrypointConfigMap("")), vol, validation.DNS1123LabelMaxLength)))
+	}
+	if info.Container(NodeJob, trainer.NodeContainer) == nil {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+			fmt.Sprintf("flux runtime %s %q has no replicated job %q with a %q container", info.Runtime.Kind, info.Runtime.Name,
+				NodeJob, trainer.NodeContainer)))
+	}
+	return errs
+}
+
+// settings resolves the FLUX_* settings from the node container's env, where
+// the runtime's literal values are already overlaid by spec.trainer.env.
+func settings(c *corev1.Container) map[string]string {
+	out := map[string]string{}
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for _, e := range c.Env {
+		if _, ok := defaults[e.Name]; ok && e.ValueFrom == nil {
+			out[e.Name] = e.Value
+		}
+	}
+	return out
+}
+
+// tasks is the number of Flux tasks per node: the TrainJob's numProcPerNode,
+// else the runtime's (CRD default 1).
+func tasks(pol *trainer.FluxMLPolicySource, job *trainer.TrainJob) int32 {
+	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil && t.NumProcPerNode.Type == intstr.Int {
+		return t.NumProcPerNode.IntVal
+	}
+	return max(ptr.Deref(pol.NumProcPerNode, 1), 1)
+}
+
+// EnforceMLPolicy wraps the trainer's command in the entrypoint and adds the
+// installer, the volumes and the mounts to the node job. The node count is the
+// TrainJob's (set before the plugins run); Flux adds no port: the brokers
+// listen on 8050 inside the JobSet's headless Service, which needs none.
+func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+	if policy(info) == nil {
+		return nil
+	}
+	ps, c := info.PodSpec(NodeJob), info.Container(NodeJob, trainer.NodeContainer)
+	if c == nil {
+		return field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+			fmt.Sprintf("flux runtime has no replicated job %q with a %q container", NodeJob, trainer.NodeContainer))
+	}
+	set := settings(c)
+
+	if tc := info.TrainerContainer(); tc != nil {
+		// The command runs as one string given to the entrypoint. The TrainJob's
+		// args are part of it; the runtime's own args stay where they were.
+		cmd := tc.Command
+		var args []string
+		if t := job.Spec.Trainer; t != nil && t.Args != nil {
+			args = t.Args
+			tc.Args = nil
+			if rc := runtime.TrainerContainer(&info.Runtime.Spec.Template.Spec); rc != nil {
+				tc.Args = append([]string(nil), rc.Args...)
+			}
+		}
+		original := strings.TrimSpace(strings.Join(append(append([]string(nil), cmd...), args...), " "))
+		tc.Command = []string{"/bin/bash", configDir + "/" + entrypointKey, original}
+	}
+
+	entry := EntrypointConfigMap(job.Name)
+	ps.Volumes = upsertVolumes(ps.Volumes,
+		corev1.Volume{Name: volSpack, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: volInstall, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: entry, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: entry}, DefaultMode: ptr.To[int32](0o755)}}},
+		corev1.Volume{Name: volSharedMem, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		corev1.Volume{Name: volCurve, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: CurveSecret(job.Name), DefaultMode: ptr.To[int32](0o400)}}},
+	)
+	if !hasInitContainer(ps, InstallerContainer) {
+		ps.InitContainers = append(ps.InitContainers, corev1.Container{
+			Name:    InstallerContainer,
+			Image:   set[EnvViewImage],
+			Command: []string{"/bin/bash", configDir + "/" + initKey},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: volInstall, MountPath: fluxRoot},
+				{Name: entry, MountPath: configDir, ReadOnly: true},
+			},
+		})
+	}
+	c.VolumeMounts = upsertMounts(c.VolumeMounts,
+		corev1.VolumeMount{Name: volInstall, MountPath: fluxRoot},
+		corev1.VolumeMount{Name: volSpack, MountPath: softwareDir},
+		corev1.VolumeMount{Name: entry, MountPath: configDir, ReadOnly: true},
+		corev1.VolumeMount{Name: volCurve, MountPath: curveDir, ReadOnly: true},
+		corev1.VolumeMount{Name: volSharedMem, MountPath: "/dev/shm", ReadOnly: true},
+	)
+	return nil
+}
+
+// Build emits the entrypoint ConfigMap and the CURVE Secret. Both are
+// re-applied on every build; both render the same bytes for the same inputs.
+func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+	pol := policy(info)
+	c := info.Container(NodeJob, trainer.NodeContainer)
+	if pol == nil || c == nil {
+		return nil, nil
+	}
+	set := settings(c)
+	sub := job.Name
+	if n := info.Spec.Network; n != nil && n.Subdomain != "" {
+		sub = n.Subdomain
+	}
+	domain := f.ClusterDomain
+	if domain == "" {
+		domain = torch.DefaultClusterDomain
+	}
+	nodes := info.NumNodes
+	if rj := info.ReplicatedJob(NodeJob); rj != nil && NodeJob != info.TrainerJob {
+		nodes = ptr.Deref(rj.Template.Spec.Parallelism, 1)
+	}
+	hostPrefix := fmt.Sprintf("%s-%s-0-", job.Name, NodeJob)
+	hostlist := hostPrefix + "[0]"
+	if nodes > 1 {
+		hostlist = fmt.Sprintf("%s[0-%d]", hostPrefix, nodes-1)
+	}
+	scripts, err := renderScripts(scriptParams{
+		Job: job.Name, Namespace: job.Namespace, Subdomain: sub, ClusterDomain: domain,
+		Hostlist: hostlist, LeadHost: hostPrefix + "0", Nodes: nodes, Tasks: tasks(pol, job),
+		GPUs: torch.GPUs(c.Resources), NetworkDevice: set[EnvNetworkDevice], QueuePolicy: set[EnvQueuePolicy],
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flux entrypoint of TrainJob %s: %w", job.Name, err)
+	}
+	cert, err := curveCert(job.Name, string(job.UID))
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: EntrypointConfigMap(job.Name), Namespace: job.Namespace},
+		Data:       scripts,
+	}
+	sec := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: CurveSecret(job.Name), Namespace: job.Namespace},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{curveKey: []byte(cert)},
+	}
+	return []plan.Child{plan.Apply(cm), plan.Apply(sec)}, nil
+}
+
+func hasInitContainer(ps *corev1.PodSpec, name string) bool {
+	for _, c := range ps.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// upsertVolumes sets volumes by name: a same-named volume is replaced in place.
+func upsertVolumes(vols []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
+	for _, v := range add {
+		found := false
+		for k := range vols {
+			if vols[k].Name == v.Name {
+				vols[k], found = v, true
+			}
+		}
+		if !found {
+			vols = append(vols, v)
+		}
+	}
+	return vols
+}
+
+// upsertMounts sets mounts by path: a mount on the same path is replaced (a
+// path can hold one volume).
+func upsertMounts(mounts []corev1.VolumeMount, add ...corev1.VolumeMount) []corev1.VolumeMount {
+	for _, m := range add {
+		found := false
+		for k := range mounts {
+			if mounts[k].MountPath == m.MountPath {
+				mounts[k], found = m, true
+			}
+		}
+		if !found {
+			mounts = append(mounts, m)
+		}
+	}
+	return mounts
+}

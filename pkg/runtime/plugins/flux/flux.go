@@ -6,7 +6,7 @@
 // unique to the TrainJob.
 package flux
 
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch
 
 import (
 	"fmt"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
@@ -38,6 +39,7 @@ func Ordered(opts Options) []framework.Plugin {
 	}
 	return []framework.Plugin{
 		resources.New(),
+		initializer.New(),
 		&torch.Torch{ClusterDomain: domain},
 		gang.New(mode),
 		jobset.New(),

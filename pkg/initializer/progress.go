@@ -55,7 +55,7 @@ func (p *progress) line() {
 	fmt.Fprintf(p.out, "progress: %s of %s%s, %.1f MB/s\n", humanBytes(n), humanBytes(p.total), pct, float64(n)/1e6/max(secs, 1e-3))
 }
 
-func (p *progress) add(n int64) { p.n.Add(n) }
+func (p *progress) add(n int64)  { p.n.Add(n) }
 func (p *progress) bytes() int64 { return p.n.Load() }
 
 func (p *progress) stop() {

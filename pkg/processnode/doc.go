@@ -65,7 +65,9 @@
 // --limit-bytes) over HTTPS with client certificates.
 //
 // Not implemented: images and image pull policy, resource limits (no cgroups: a
-// pod may use the whole machine), probes (a running container is ready),
+// pod may use the whole machine; so the Node advertises DefaultCPUOvercommit
+// CPUs per host CPU, --cpu-overcommit, and a TrainJob asking for more CPUs than
+// the machine has runs with its pods sharing the cores), probes (a running container is ready),
 // lifecycle hooks, restartable init containers (sidecars), securityContext (pods run
 // as root with the host's capabilities), exec/attach/port-forward, metrics and
 // stats, service links and KUBERNETES_SERVICE_* (Service IPs are unreachable),

@@ -75,5 +75,6 @@
 // resolve), updates of ConfigMap and Secret volumes after the start,
 // PersistentVolumeClaims and other volume types, separate
 // mount namespaces per container (the pod's containers share one), and the
-// termination message.
+// termination message of the File policy (FallbackToLogsOnError is: a failed
+// container's message is the end of its log).
 package processnode

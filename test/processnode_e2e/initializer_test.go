@@ -109,6 +109,8 @@ func initRuntime(ns, initializer, volumeDir string) *trainer.TrainingRuntime {
 	}
 	ini := job("dataset-initializer", trainer.AncestorDatasetInitializer, corev1.Container{
 		Name: "dataset-initializer", Image: "trainyard-initializer", Command: []string{initializer, "dataset"},
+		// Why it failed reaches the pod's status (and trainyard get).
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	})
 	node := job("node", trainer.AncestorTrainer, corev1.Container{
 		Name: "node", Image: "busybox", WorkingDir: "/workspace/dataset",
@@ -150,6 +152,23 @@ func containerLog(t *testing.T, ctx context.Context, ns, job, rjob, container st
 		t.Fatalf("logs of %s: %v", pods.Items[0].Name, err)
 	}
 	return string(b)
+}
+
+// terminationMessage is the termination message of the container of the
+// TrainJob's replicated job of the same name.
+func terminationMessage(t *testing.T, ctx context.Context, ns, job, rjob string) string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + job + ",jobset.sigs.k8s.io/replicatedjob-name=" + rjob})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("pods of %s/%s: %v", job, rjob, err)
+	}
+	for _, st := range pods.Items[0].Status.ContainerStatuses {
+		if st.Name == rjob && st.State.Terminated != nil {
+			return st.State.Terminated.Message
+		}
+	}
+	return ""
 }
 
 func writeFile(t *testing.T, path string, size int, fill func([]byte)) {
@@ -252,6 +271,9 @@ func TestInitializerS3(t *testing.T) {
 	wantMsg := "dataset initializer failed: s3://data/fashion/nope.bin: no such object or prefix at " + endpoint
 	if !strings.Contains(missingLog, wantMsg) {
 		t.Errorf("initializer log lacks %q:\n%s", wantMsg, missingLog)
+	}
+	if got := terminationMessage(t, ctx, ns, "missing", "dataset-initializer"); !strings.Contains(got, wantMsg) {
+		t.Errorf("the initializer pod's termination message %q lacks %q", got, wantMsg)
 	}
 	t.Logf("missing key: TrainJob %s (%s: %s); initializer: %s", cond.Type, cond.Reason, cond.Message, strings.TrimSpace(missingLog))
 }

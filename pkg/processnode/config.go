@@ -63,7 +63,7 @@ type Config struct {
 	Logf func(format string, args ...interface{})
 }
 
-// DefaultCPUOvercommit: a process node advertises 4 CPUs per host CPU.
+// DefaultCPUOvercommit is how many CPUs a process node advertises per host CPU.
 const DefaultCPUOvercommit = 4
 
 // DefaultPodCIDR is the pod range of a single process node.

@@ -15,10 +15,6 @@ import (
 
 var env = rtt.Env
 
-func secretEnvFrom(name string) corev1.EnvFromSource {
-	return corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
-}
-
 // initRuntime has a trainer job and both initializer jobs.
 func initRuntime() *rtt.RuntimeWrapper {
 	return rtt.MakeTorchRuntime("torch").

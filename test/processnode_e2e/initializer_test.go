@@ -17,6 +17,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -276,4 +278,80 @@ func TestInitializerS3(t *testing.T) {
 		t.Errorf("the initializer pod's termination message %q lacks %q", got, wantMsg)
 	}
 	t.Logf("missing key: TrainJob %s (%s: %s); initializer: %s", cond.Type, cond.Reason, cond.Message, strings.TrimSpace(missingLog))
+}
+
+// TestInitializerFileFashionMNIST runs the shipped local runtime
+// (examples/fashion-mnist/runtime.yaml, its initializer command pointed at the
+// binary under test): the dataset initializer delivers Debian's Fashion-MNIST
+// through file:// into the shared volume, and code in the node's working
+// directory opens datasets.FashionMNIST("./data", download=True) without
+// downloading anything.
+func TestInitializerFileFashionMNIST(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); err != nil {
+		t.Skip("Debian's dataset-fashion-mnist is not installed (make run installs it)")
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import torchvision").Run(); err != nil {
+		t.Skip("/usr/bin/python3 cannot import torchvision (Debian's python3-torchvision; make run installs it)")
+	}
+	initializer, _ := buildInitializer(t)
+	rt := loadYAML(t, filepath.Join(repo, "examples", "fashion-mnist", "runtime.yaml"))
+	jobs, _, _ := unstructured.NestedSlice(rt.Object, "spec", "template", "spec", "replicatedJobs")
+	ini := jobs[0].(map[string]any)
+	containers, _, _ := unstructured.NestedSlice(ini, "template", "spec", "template", "spec", "containers")
+	containers[0].(map[string]any)["command"] = []any{initializer, "dataset"}
+	if err := unstructured.SetNestedSlice(ini, containers, "template", "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+	jobs[0] = ini
+	if err := unstructured.SetNestedSlice(rt.Object, jobs, "spec", "template", "spec", "replicatedJobs"); err != nil {
+		t.Fatal(err)
+	}
+	rt.SetName("fashion-mnist-under-test")
+	if err := c.Client().Create(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), rt) })
+
+	ns, name := "default", "fashion-data"
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/tmp/trainyard-initializer", ns+"_"+name)) })
+	job := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: rt.GetName()},
+			Trainer: &trainer.Trainer{Command: []string{"/usr/bin/python3", "-c",
+				`import os; from torchvision import datasets; d = datasets.FashionMNIST("./data", train=True, download=True); t = datasets.FashionMNIST("./data", train=False); print("cwd", os.getcwd(), "train", len(d), "test", len(t), "raw", sorted(os.listdir("data/FashionMNIST/raw")))`}},
+		},
+	}
+	if err := c.Client().Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), job) })
+	cond := waitFinished(t, ctx, ns, name)
+	iniLog := containerLog(t, ctx, ns, name, "dataset-initializer", "dataset-initializer")
+	nodeLog := containerLog(t, ctx, ns, name, "node", "node")
+	if cond.Type != trainer.TrainJobComplete {
+		t.Fatalf("%s %s: %s\ninitializer:\n%s\nnode:\n%s", cond.Type, cond.Reason, cond.Message, iniLog, nodeLog)
+	}
+	want := "cwd /workspace/dataset train 60000 test 10000 raw ['t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte', 'train-images-idx3-ubyte', 'train-labels-idx1-ubyte']"
+	if !strings.Contains(nodeLog, want) || strings.Contains(nodeLog, "Downloading") {
+		t.Errorf("node log:\n%s\nwant %q and no download", nodeLog, want)
+	}
+	if !strings.Contains(iniLog, "done: 4 files") || !strings.Contains(iniLog, "decompressed train-images-idx3-ubyte (44.9 MiB)") {
+		t.Errorf("initializer log:\n%s", iniLog)
+	}
+}
+
+func loadYAML(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096).Decode(&u.Object); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	return u
 }

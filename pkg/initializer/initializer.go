@@ -360,16 +360,25 @@ func replaceDir(staging, dest string) error {
 			}
 			return os.RemoveAll(old)
 		}
-		// A mount point: move the entries.
+		// A mount point (the staging directory is inside it): the previous
+		// content goes, then the staged entries move up.
+		previous, err := os.ReadDir(dest)
+		if err != nil {
+			return err
+		}
+		for _, e := range previous {
+			if p := filepath.Join(dest, e.Name()); p != staging {
+				if err := os.RemoveAll(p); err != nil {
+					return err
+				}
+			}
+		}
 		entries, err := os.ReadDir(staging)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
 			target := filepath.Join(dest, e.Name())
-			if err := os.RemoveAll(target); err != nil {
-				return err
-			}
 			if err := os.Rename(filepath.Join(staging, e.Name()), target); err != nil {
 				return fmt.Errorf("moving %s into %s: %w", e.Name(), dest, err)
 			}

@@ -15,13 +15,18 @@ COPY apis/ apis/
 COPY cmd/ cmd/
 COPY pkg/ pkg/
 
-# Static binary; GOARCH follows the target platform of `docker buildx`.
+# Static binaries; GOARCH follows the target platform of `docker buildx`. The
+# image also carries the dataset/model initializer: a runtime's initializer
+# container runs it with command [/trainyard-initializer, dataset] (or model).
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/trainyard-manager ./cmd/trainyard-manager
+    go build -trimpath -ldflags="-s -w" -o /out/trainyard-manager ./cmd/trainyard-manager && \
+    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o /out/trainyard-initializer ./cmd/trainyard-initializer
 
 # Run on distroless as the unprivileged "nonroot" user.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
 COPY --from=builder /out/trainyard-manager /trainyard-manager
+COPY --from=builder /out/trainyard-initializer /trainyard-initializer
 USER 65532:65532
 ENTRYPOINT ["/trainyard-manager"]

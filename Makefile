@@ -23,7 +23,10 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: cluster-tools debian-packages ## Train the MNIST example for real: TrainJob -> JobSet -> pods on a process node (2 torchrun nodes); RUN_ARGS=-keep keeps the cluster.
+run: cluster-tools debian-packages ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-keep keeps the cluster.
+	@CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
+	@# The process node runs the host's programs: the local runtime's initializer is this one.
+	@if [ "$$(id -u)" = 0 ]; then install -m 0755 $(BIN)/trainyard-initializer /usr/local/bin/trainyard-initializer; fi
 	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-run ./test/local
 	$(BIN)/trainyard-run $(RUN_ARGS)
 

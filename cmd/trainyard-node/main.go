@@ -44,6 +44,7 @@ func main() {
 	flag.StringVar(&cfg.ClusterPodCIDR, "cluster-pod-cidr", "", "range of every process node's pods on the bridge (default --pod-cidr)")
 	flag.DurationVar(&cfg.BackoffBase, "restart-backoff", processnode.DefaultBackoffBase, "first crash-loop back-off")
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 5*time.Second, "grace period of the pods when the agent stops")
+	flag.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", processnode.DefaultCPUOvercommit, "the Node advertises this many CPUs per host CPU (pods have no CPU limits; the capacity is the scheduler's budget)")
 	nodeLabels := flag.String("node-labels", "", "extra node labels, k=v,k=v")
 	flag.Parse()
 

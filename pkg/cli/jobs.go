@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -50,6 +51,10 @@ type Step struct {
 	Pod         string `json:"pod"`
 	Device      string `json:"device"`
 	DeviceCount string `json:"deviceCount"`
+	// Message is why a failed step's container ended, when its pod says
+	// (the termination message; with terminationMessagePolicy
+	// FallbackToLogsOnError, the end of its log).
+	Message string `json:"message,omitempty"`
 }
 
 // String is the SDK's line for a step.
@@ -155,6 +160,16 @@ func StepOf(p *corev1.Pod, initializers map[string]string) string {
 	return ""
 }
 
+// terminationMessage is the termination message of a pod's container, trimmed.
+func terminationMessage(p *corev1.Pod, container string) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Terminated != nil {
+			return strings.TrimSpace(cs.State.Terminated.Message)
+		}
+	}
+	return ""
+}
+
 // StepsOf is Steps with the initializer steps of the JobSet (InitializerSteps).
 func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 	launcher := false
@@ -199,6 +214,9 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 			r.Status = Unknown
 		}
 		r.Device, r.DeviceCount = Unknown, Unknown
+		if p.Status.Phase == corev1.PodFailed {
+			r.Message = terminationMessage(&p, container)
+		}
 		if c := findContainer(&p, container); c != nil {
 			r.Device, r.DeviceCount = Device(c.Resources)
 			for _, e := range c.Env {

@@ -82,6 +82,28 @@ func TestSteps(t *testing.T) {
 			},
 		},
 		{
+			name: "a failed step carries its container's termination message",
+			pods: []corev1.Pod{
+				func() corev1.Pod {
+					p := pod("data", "dataset-initializer", "0", corev1.PodFailed, 0, corev1.Container{Name: "dataset-initializer"})
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "dataset-initializer", State: corev1.ContainerState{
+						Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "fetching\ndataset initializer failed: no such object\n"}}}}
+					return p
+				}(),
+				func() corev1.Pod { // a running pod's last message is not shown
+					p := pod("n", "node", "0", corev1.PodRunning, 0, nodeContainer(cpu2))
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "node", LastTerminationState: corev1.ContainerState{
+						Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "old"}}}}
+					return p
+				}(),
+			},
+			want: []Step{
+				{Name: "dataset-initializer", Status: "Failed", Pod: "data", Device: Unknown, DeviceCount: Unknown,
+					Message: "fetching\ndataset initializer failed: no such object"},
+				{Name: "node-0", Status: "Running", Pod: "n", Device: "cpu", DeviceCount: "2"},
+			},
+		},
+		{
 			name: "with a launcher, it is node-0 and the nodes count from 1",
 			pods: []corev1.Pod{
 				pod("w0", "node", "0", corev1.PodRunning, 0, nodeContainer(cpu2)),

@@ -94,6 +94,9 @@ func PrintJob(w io.Writer, j Job, now time.Time) error {
 	}
 	for _, s := range j.Steps {
 		fmt.Fprintf(&b, "  %s, Pod: %s\n", s, s.Pod)
+		if s.Message != "" {
+			fmt.Fprintf(&b, "    Message: %s\n", strings.ReplaceAll(s.Message, "\n", "\n             "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -42,6 +42,13 @@ type Config struct {
 	// PodCIDR is this node's pod address range, inside ClusterPodCIDR (default:
 	// PodCIDR), the subnet of all process nodes' pods on the bridge.
 	PodCIDR, ClusterPodCIDR string
+	// CPUOvercommit multiplies the host's CPUs in the Node's capacity (default
+	// DefaultCPUOvercommit). Pods get no CPU limits here, so the capacity is
+	// only the scheduler's budget: overcommitting lets the pods of a TrainJob
+	// that asks for more CPUs than the machine has (the guide's 2 nodes x
+	// cpu=2 on a 2-core machine) all start, sharing the cores, rather than
+	// leave some Pending; 1 advertises the real count.
+	CPUOvercommit float64
 	// Labels and Taints are added to the Node's.
 	Labels map[string]string
 	Taints []corev1.Taint
@@ -55,6 +62,9 @@ type Config struct {
 	// Logf receives the agent's log lines; default: stderr.
 	Logf func(format string, args ...interface{})
 }
+
+// DefaultCPUOvercommit is how many CPUs a process node advertises per host CPU.
+const DefaultCPUOvercommit = 4
 
 // DefaultPodCIDR is the pod range of a single process node.
 const DefaultPodCIDR = "10.254.0.0/24"
@@ -88,6 +98,12 @@ func (c *Config) defaults() error {
 	}
 	if c.ClusterPodCIDR == "" {
 		c.ClusterPodCIDR = c.PodCIDR
+	}
+	if c.CPUOvercommit == 0 {
+		c.CPUOvercommit = DefaultCPUOvercommit
+	}
+	if c.CPUOvercommit < 0 {
+		return fmt.Errorf("processnode: CPUOvercommit %v must be positive", c.CPUOvercommit)
 	}
 	if c.BackoffBase == 0 {
 		c.BackoffBase = DefaultBackoffBase

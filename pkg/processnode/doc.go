@@ -65,7 +65,9 @@
 // --limit-bytes) over HTTPS with client certificates.
 //
 // Not implemented: images and image pull policy, resource limits (no cgroups: a
-// pod may use the whole machine), probes (a running container is ready),
+// pod may use the whole machine; so the Node advertises DefaultCPUOvercommit
+// CPUs per host CPU, --cpu-overcommit, and a TrainJob asking for more CPUs than
+// the machine has runs with its pods sharing the cores), probes (a running container is ready),
 // lifecycle hooks, restartable init containers (sidecars), securityContext (pods run
 // as root with the host's capabilities), exec/attach/port-forward, metrics and
 // stats, service links and KUBERNETES_SERVICE_* (Service IPs are unreachable),
@@ -73,5 +75,6 @@
 // resolve), updates of ConfigMap and Secret volumes after the start,
 // PersistentVolumeClaims and other volume types, separate
 // mount namespaces per container (the pod's containers share one), and the
-// termination message.
+// termination message of the File policy (FallbackToLogsOnError is: a failed
+// container's message is the end of its log).
 package processnode

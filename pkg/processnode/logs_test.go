@@ -3,12 +3,15 @@ package processnode
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func writeTestLog(t *testing.T, path string, stream string, input string, start time.Time) {
@@ -112,5 +115,35 @@ func TestLogsFollow(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("follow did not end once the container finished")
+	}
+}
+
+func TestFallbackMessage(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&b, "2026-01-02T03:04:05.000000001Z stderr F line %d\n", i)
+	}
+	b.WriteString("2026-01-02T03:04:05.000000001Z stderr P no newline\n")
+	path := filepath.Join(dir, "0.log")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := fallbackMessage(path)
+	var want strings.Builder
+	for i := 21; i <= 100; i++ { // the last 80 full lines, then the unfinished one
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	want.WriteString("no newline")
+	if diff := cmp.Diff(want.String(), got); diff != "" {
+		t.Errorf("fallbackMessage (-want +got):\n%s", diff)
+	}
+
+	long := "2026-01-02T03:04:05.000000001Z stdout F " + strings.Repeat("x", 3000) + "end\n"
+	if err := os.WriteFile(path, []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := fallbackMessage(path); len(got) != fallbackMaxBytes || !strings.HasSuffix(got, "xend\n") {
+		t.Errorf("a long line gives %d bytes ending %q, want the last %d", len(got), got[max(len(got)-5, 0):], fallbackMaxBytes)
 	}
 }

@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// nodeSpec is the Node the agent registers: the host's CPUs and memory, Ready,
-// reachable at HostIP:port.
+// nodeSpec is the Node the agent registers: the host's CPUs (times
+// CPUOvercommit) and memory, Ready, reachable at HostIP:port.
 func nodeSpec(cfg Config, port int) *corev1.Node {
 	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(float64(runtime.NumCPU())*cfg.CPUOvercommit*1000), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}

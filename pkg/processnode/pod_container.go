@@ -72,7 +72,11 @@ func (r *podRun) runContainer(c corev1.Container, env, argv []string) (int32, bo
 			if code != 0 {
 				reason = reasonError
 			}
-			r.terminated(c.Name, code, reason, "", started)
+			msg := ""
+			if code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+				msg = fallbackMessage(inst.path)
+			}
+			r.terminated(c.Name, code, reason, msg, started)
 			return code, !r.stopped()
 		case <-sb.done:
 			r.terminated(c.Name, 137, reasonError, "the pod's sandbox exited", started)
@@ -95,6 +99,28 @@ func (r *podRun) runContainer(c corev1.Container, env, argv []string) (int32, bo
 			killTimer = time.After(5 * time.Second)
 		}
 	}
+}
+
+// Limits of a termination message taken from the log, as the kubelet's.
+const (
+	fallbackMaxLines = 80
+	fallbackMaxBytes = 2048
+)
+
+// fallbackMessage is the termination message of a failed container whose
+// terminationMessagePolicy is FallbackToLogsOnError: the end of its log, at
+// most 80 lines and 2048 bytes. (The File policy, a message the container
+// writes to terminationMessagePath, is not implemented.)
+func fallbackMessage(logPath string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	out := renderLog(tailEntries(parseLogData(data), fallbackMaxLines), LogOptions{})
+	if len(out) > fallbackMaxBytes {
+		out = out[len(out)-fallbackMaxBytes:]
+	}
+	return string(out)
 }
 
 // terminated records the end of a container's run.

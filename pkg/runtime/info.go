@@ -119,7 +119,7 @@ func TrainerContainer(spec *jobsetv1alpha2.JobSetSpec) *corev1.Container {
 // NewInfo builds the working copy for a TrainJob from a runtime: the template is
 // deep-copied, the TrainJob's overrides (v2.1 labels/annotations and
 // podTemplateOverrides, v2.3 runtimePatches, normalised into one list) are applied,
-// then the trainer and initializer fields. Errors carry the TrainJob field path
+// then the trainer fields (the initializer plugin handles spec.initializer). Errors carry the TrainJob field path
 // that caused them.
 func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
 	tmpl := rt.Spec.Template.DeepCopy()
@@ -148,20 +148,6 @@ func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
 			return nil, err
 		}
 	}
-	if ini := job.Spec.Initializer; ini != nil {
-		if d := ini.Dataset; d != nil {
-			if err := info.applyInitializer(trainer.AncestorDatasetInitializer, trainer.DatasetInitializerContainer,
-				field.NewPath("spec", "initializer", "dataset"), d.StorageUri, d.Env, d.SecretRef); err != nil {
-				return nil, err
-			}
-		}
-		if m := ini.Model; m != nil {
-			if err := info.applyInitializer(trainer.AncestorModelInitializer, trainer.ModelInitializerContainer,
-				field.NewPath("spec", "initializer", "model"), m.StorageUri, m.Env, m.SecretRef); err != nil {
-				return nil, err
-			}
-		}
-	}
 	return info, nil
 }
 
@@ -187,26 +173,6 @@ func (i *Info) applyTrainer(t *trainer.Trainer) error {
 		c.Args = append([]string(nil), t.Args...)
 	}
 	c.Env = UpsertEnv(c.Env, t.Env...)
-	return nil
-}
-
-// StorageURIEnv is the variable through which initializers learn what to fetch.
-const StorageURIEnv = "STORAGE_URI"
-
-func (i *Info) applyInitializer(ancestor, container string, path *field.Path, uri *string, env []corev1.EnvVar, secret *corev1.LocalObjectReference) error {
-	rjob := AncestorJob(&i.Spec, ancestor)
-	c := i.Container(rjob, container)
-	if rjob == "" || c == nil {
-		return field.Invalid(path, "", fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s with a %q container",
-			i.Runtime.Kind, i.Runtime.Name, trainer.AncestorLabel, ancestor, container))
-	}
-	if uri != nil && *uri != "" {
-		c.Env = UpsertEnv(c.Env, corev1.EnvVar{Name: StorageURIEnv, Value: *uri})
-	}
-	c.Env = UpsertEnv(c.Env, env...)
-	if secret != nil && secret.Name != "" {
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *secret}})
-	}
 	return nil
 }
 

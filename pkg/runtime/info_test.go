@@ -15,10 +15,6 @@ import (
 
 var env = rtt.Env
 
-func secretEnvFrom(name string) corev1.EnvFromSource {
-	return corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
-}
-
 // initRuntime has a trainer job and both initializer jobs.
 func initRuntime() *rtt.RuntimeWrapper {
 	return rtt.MakeTorchRuntime("torch").
@@ -123,105 +119,6 @@ func TestNewInfoTrainer(t *testing.T) {
 	}
 }
 
-func TestNewInfoInitializers(t *testing.T) {
-	cases := map[string]struct {
-		rt        *runtime.Runtime
-		job       *trainer.TrainJob
-		wantDS    corev1.Container
-		wantModel corev1.Container
-		wantErr   []rtt.FieldErr
-	}{
-		"no initializer": {
-			rt:        initRuntime().Obj(),
-			job:       rtt.MakeTrainJob("ns", "job").Obj(),
-			wantDS:    rtt.MakeContainer("dataset-initializer", "ds:1"),
-			wantModel: rtt.MakeContainer("model-initializer", "model:1"),
-		},
-		"dataset: STORAGE_URI, env and secretRef": {
-			rt:  initRuntime().Obj(),
-			job: rtt.MakeTrainJob("ns", "job").DatasetInitializer("hf://tatsu-lab/alpaca", "hf-token", env("X", "1")).Obj(),
-			wantDS: corev1.Container{Name: "dataset-initializer", Image: "ds:1",
-				Env:     []corev1.EnvVar{env("STORAGE_URI", "hf://tatsu-lab/alpaca"), env("X", "1")},
-				EnvFrom: []corev1.EnvFromSource{secretEnvFrom("hf-token")}},
-			wantModel: rtt.MakeContainer("model-initializer", "model:1"),
-		},
-		"model: STORAGE_URI, env and secretRef": {
-			rt:     initRuntime().Obj(),
-			job:    rtt.MakeTrainJob("ns", "job").ModelInitializer("s3://bucket/llama", "aws", env("REGION", "eu")).Obj(),
-			wantDS: rtt.MakeContainer("dataset-initializer", "ds:1"),
-			wantModel: corev1.Container{Name: "model-initializer", Image: "model:1",
-				Env:     []corev1.EnvVar{env("STORAGE_URI", "s3://bucket/llama"), env("REGION", "eu")},
-				EnvFrom: []corev1.EnvFromSource{secretEnvFrom("aws")}},
-		},
-		"both, over the runtime's defaults": {
-			rt: initRuntime().
-				ContainerEnv("dataset-initializer", "dataset-initializer", env("STORAGE_URI", "hf://default"), env("KEEP", "1")).
-				PodSpec("model-initializer", func(ps *corev1.PodSpec) {
-					ps.Containers[0].EnvFrom = []corev1.EnvFromSource{secretEnvFrom("runtime-secret")}
-				}).Obj(),
-			job: rtt.MakeTrainJob("ns", "job").
-				DatasetInitializer("hf://mine", "", env("KEEP", "2")).
-				ModelInitializer("hf://model", "user-secret").Obj(),
-			wantDS: corev1.Container{Name: "dataset-initializer", Image: "ds:1",
-				Env: []corev1.EnvVar{env("STORAGE_URI", "hf://mine"), env("KEEP", "2")}},
-			wantModel: corev1.Container{Name: "model-initializer", Image: "model:1",
-				Env:     []corev1.EnvVar{env("STORAGE_URI", "hf://model")},
-				EnvFrom: []corev1.EnvFromSource{secretEnvFrom("runtime-secret"), secretEnvFrom("user-secret")}},
-		},
-		"an empty storageUri keeps the runtime's": {
-			rt: initRuntime().
-				ContainerEnv("dataset-initializer", "dataset-initializer", env("STORAGE_URI", "hf://default")).Obj(),
-			job: rtt.MakeTrainJob("ns", "job").DatasetInitializer("", "").Obj(),
-			wantDS: corev1.Container{Name: "dataset-initializer", Image: "ds:1",
-				Env: []corev1.EnvVar{env("STORAGE_URI", "hf://default")}},
-			wantModel: rtt.MakeContainer("model-initializer", "model:1"),
-		},
-		"dataset on a runtime without a dataset initializer": {
-			rt:      rtt.MakeTorchRuntime("torch").Obj(),
-			job:     rtt.MakeTrainJob("ns", "job").DatasetInitializer("hf://x", "").Obj(),
-			wantErr: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.initializer.dataset"}},
-		},
-		"model on a runtime without a model initializer container": {
-			rt: rtt.MakeTorchRuntime("torch").ReplicatedJob(
-				rtt.MakeReplicatedJob("model-initializer", trainer.AncestorModelInitializer, rtt.MakeContainer("init", "model:1"))).Obj(),
-			job:     rtt.MakeTrainJob("ns", "job").ModelInitializer("hf://x", "").Obj(),
-			wantErr: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.initializer.model"}},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
-			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
-				t.Fatalf("NewInfo error (-want +got):\n%s", diff)
-			}
-			if err != nil {
-				return
-			}
-			if diff := cmp.Diff(tc.wantDS, *info.Container("dataset-initializer", "dataset-initializer")); diff != "" {
-				t.Errorf("dataset-initializer (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantModel, *info.Container("model-initializer", "model-initializer")); diff != "" {
-				t.Errorf("model-initializer (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// The initializer jobs are found by their ancestor label, not by name.
-func TestNewInfoInitializerByLabel(t *testing.T) {
-	rt := rtt.MakeTorchRuntime("torch").ReplicatedJob(
-		rtt.MakeReplicatedJob("fetch-data", trainer.AncestorDatasetInitializer, rtt.MakeContainer("dataset-initializer", "ds:1"))).Obj()
-	job := rtt.MakeTrainJob("ns", "job").DatasetInitializer("hf://x", "").Obj()
-	info, err := runtime.NewInfo(job, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []corev1.EnvVar{env("STORAGE_URI", "hf://x")}
-	if diff := cmp.Diff(want, info.Container("fetch-data", "dataset-initializer").Env); diff != "" {
-		t.Errorf("env (-want +got):\n%s", diff)
-	}
-}
-
 // The Info is a private copy: changing it changes neither the runtime nor the TrainJob.
 func TestNewInfoIsACopy(t *testing.T) {
 	rt := initRuntime().Labels(map[string]string{"a": "1"}).Annotations(map[string]string{"b": "2"}).
@@ -237,7 +134,6 @@ func TestNewInfoIsACopy(t *testing.T) {
 	info.Annotations["b"] = "changed"
 	info.TrainerContainer().Env[0].Value = "changed"
 	info.TrainerContainer().Env[1].Value = "changed"
-	info.Container("dataset-initializer", "dataset-initializer").Env[1].Value = "changed"
 	info.Spec.ReplicatedJobs[0].Template.Labels["x"] = "y"
 	info.Spec.ReplicatedJobs[0].Name = "changed"
 

@@ -655,7 +655,8 @@ func equivRuntime() *runtime.Runtime {
 			ps.NodeSelector = map[string]string{"pool": "training"}
 		}).
 		ReplicatedJob(rtt.MakeReplicatedJob("dataset-initializer", trainer.AncestorDatasetInitializer,
-			rtt.MakeContainer("dataset-initializer", "kubeflow/dataset-initializer:v2"))).
+			corev1.Container{Name: "dataset-initializer", Image: "kubeflow/dataset-initializer:v2",
+				VolumeMounts: []corev1.VolumeMount{{Name: "initializer", MountPath: "/workspace"}}})).
 		Obj()
 }
 

@@ -3,15 +3,23 @@
 // test/cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
 // JobSet, Kueue and Trainyard controllers) with one process node, whose agent
 // (cmd/trainyard-node) runs pods as processes of this machine, each in its own
-// network, mount and PID namespaces. Then it applies the torch-distributed runtime
-// and examples/mnist (a ConfigMap with the training script and a 2-node TrainJob),
-// streams both nodes' logs as `trainyard logs -f` does (pkg/cli/logs: through the API
-// server and the node's kubelet API, [node-<rank>]: prefixes), and exits 0 once the TrainJob is Complete, non-zero with the
-// TrainJob's reason otherwise.
+// network, mount and PID namespaces.
 //
-// Usage: go run ./test/local [-keep] [-timeout 10m] [-state-dir bin/cluster]
-// (or: make run, make run RUN_ARGS=-keep). It needs root; the process node's pods
-// run the host's torchrun (Debian's python3-torch, which `make run` installs).
+// By default it then follows Kubeflow's PyTorch guide through the trainyard CLI,
+// as the SDK does (fashion.go): list the runtimes, train examples/fashion-mnist
+// on torch-distributed-fashion-mnist with 2 nodes of cpu=2,memory=1Gi (WORLD_SIZE
+// 4), whose dataset initializer delivers Fashion-MNIST from Debian's package;
+// wait for node-0, show the steps, follow the logs ([node-<rank>]: prefixes),
+// wait, print the loss curve, delete. With -quick it applies examples/mnist (a
+// ConfigMap with a synthetic training script and a 2-node TrainJob on
+// torch-distributed) instead and streams its logs. It exits 0 once the TrainJob
+// is Complete, non-zero with the TrainJob's reason otherwise.
+//
+// Usage: go run ./test/local [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+// (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods
+// run the host's torchrun and torchvision (Debian's python3-torch and
+// python3-torchvision, which `make run` installs, with dataset-fashion-mnist) and
+// trainyard-initializer (which `make run` installs in /usr/local/bin).
 package main
 
 import (
@@ -54,14 +62,15 @@ const (
 )
 
 func main() {
+	quick := flag.Bool("quick", false, "train the synthetic examples/mnist (about 20 s) instead of Fashion-MNIST through the CLI")
 	keep := flag.Bool("keep", false, "keep the cluster running afterwards (stop it with `make cluster-down`)")
-	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	timeout := flag.Duration("timeout", 15*time.Minute, "give up after this long")
 	stateDir := flag.String("state-dir", "", "state directory of the cluster (default: bin/cluster in the repository)")
 	flag.Parse()
-	os.Exit(run(*keep, *timeout, *stateDir))
+	os.Exit(run(*quick, *keep, *timeout, *stateDir))
 }
 
-func run(keep bool, timeout time.Duration, stateDir string) int {
+func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 	start := time.Now()
 	wd, _ := os.Getwd()
 	repo, err := cluster.FindRepoDir(wd)
@@ -77,6 +86,13 @@ func run(keep bool, timeout time.Duration, stateDir string) int {
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
 	}
+	runtimes := []string{filepath.Join(repo, runtimeFile)}
+	if !quick {
+		if _, err := os.Stat("/usr/local/bin/trainyard-initializer"); err != nil {
+			return fail(errNoInitializer)
+		}
+		runtimes = append(runtimes, filepath.Join(repo, fashionRuntimeFile))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,7 +102,7 @@ func run(keep bool, timeout time.Duration, stateDir string) int {
 	fmt.Printf("==> Starting a local cluster with a process node (state and logs in %s)\n", rel(wd, stateDir))
 	c, err := cluster.Up(ctx, cluster.Options{
 		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: keep,
-		Runtimes: []string{filepath.Join(repo, runtimeFile)}, Progress: os.Stdout,
+		Runtimes: runtimes, Progress: os.Stdout,
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "still running") {
@@ -104,7 +120,10 @@ func run(keep bool, timeout time.Duration, stateDir string) int {
 				fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
 			}
 		}()
-		return trainMNIST(ctx, c, repo, start)
+		if quick {
+			return trainMNIST(ctx, c, repo, start)
+		}
+		return trainFashionMNIST(ctx, c, repo, start)
 	}()
 	if keep {
 		kubectl := rel(wd, filepath.Join(repo, "bin", "k8s", "kubectl"))

@@ -19,6 +19,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/validation"
 )
 
@@ -331,8 +332,8 @@ func TestRuntimeWithDataset(t *testing.T) {
 	}}
 	js := build(t, fw, rt, job)
 	c := jobSetContainer(t, js, "dataset-initializer", trainer.DatasetInitializerContainer)
-	if got := envValue(c, runtime.StorageURIEnv); got != "hf://tatsu-lab/alpaca" {
-		t.Errorf("%s=%q on the initializer, want the TrainJob's storageUri", runtime.StorageURIEnv, got)
+	if got := envValue(c, initializer.StorageURIEnv); got != "hf://tatsu-lab/alpaca" {
+		t.Errorf("%s=%q on the initializer, want the TrainJob's storageUri", initializer.StorageURIEnv, got)
 	}
 	if got := envValue(c, "SPLIT"); got != "train" {
 		t.Errorf("SPLIT=%q on the initializer, want the TrainJob's initializer env", got)

@@ -6,7 +6,7 @@
 #
 # Usage: test/tools/build.sh OUTDIR [TARGET ...]
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
-#          kwok jobset-controller kueue-controller
+#          kwok jobset-controller kueue-controller s3-server
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output directory}; shift
@@ -44,6 +44,7 @@ for t in "${targets[@]}"; do
       modpath=sigs.k8s.io/jobset; pkg_version_var=sigs.k8s.io/jobset/pkg/version.GitVersion ;;
     kueue-controller) mod=kueue; pkg=sigs.k8s.io/kueue/cmd/kueue
       modpath=sigs.k8s.io/kueue; pkg_version_var=sigs.k8s.io/kueue/pkg/version.GitVersion ;;
+    s3-server) mod=s3server; pkg=. ;;
     *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
   esac
   if fresh "$t" "$mod"; then continue; fi

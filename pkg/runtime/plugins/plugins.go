@@ -8,6 +8,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
@@ -42,6 +43,7 @@ func Ordered(opts Options) []framework.Plugin {
 	}
 	return []framework.Plugin{
 		resources.New(),
+		initializer.New(),
 		&torch.Torch{ClusterDomain: domain},
 		jax.New(),
 		xgboost.New(),

@@ -102,7 +102,7 @@ func TestBadTrainJobsAreRejected(t *testing.T) {
 		}), "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env", "use spec.initializer.dataset.env"},
 		{"initializer the runtime lacks", job(ns, "a", func(j *trainer.TrainJob) {
 			j.Spec.Initializer = &trainer.Initializer{Model: &trainer.ModelInitializer{StorageUri: ptr.To("hf://org/model")}}
-		}), "spec.initializer.model", "has no replicated job labelled trainer.kubeflow.org/trainjob-ancestor-step=model-initializer"},
+		}), "spec.runtimeRef", "must have model-initializer job when trainJob is configured with input modelConfig"},
 		{"storageUri without a scheme", job(ns, "a", func(j *trainer.TrainJob) {
 			j.Spec.Initializer = &trainer.Initializer{Dataset: &trainer.DatasetInitializer{StorageUri: ptr.To("just-a-path")}}
 		}), "spec.initializer.dataset.storageUri", "must be empty or a URI of the form scheme://"},

@@ -1,0 +1,84 @@
+"""Fashion-MNIST on N nodes with DistributedDataParallel: what `make run` trains.
+
+A small CNN (two 5x5 convolutions with 20 and 50 channels, each followed by ReLU
+and 2x2 max pooling, then fully connected layers of 500 and 10 units) on the 60,000
+training images, 2 epochs of SGD (learning rate 0.1, momentum 0.9), batches of 100
+per process, each process reading its own shard (DistributedSampler), gradients
+averaged over the gloo backend. torchrun starts the processes and sets RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the PET_* variables Trainyard gives
+each node.
+
+The data is not downloaded: the runtime's dataset initializer has put the raw idx
+files in ./data/FashionMNIST/raw (relative to the working directory the runtime
+sets), where torchvision's FashionMNIST("./data") looks first. Rank 0 prints the
+loss every 10 batches, then a summary line that `make run` reads.
+"""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from torchvision import datasets, transforms
+
+EPOCHS = 2
+BATCH_SIZE = 100
+LOG_EVERY = 10
+
+
+def cnn() -> nn.Module:
+    # 1x28x28 -> 20x24x24 -> 20x12x12 -> 50x8x8 -> 50x4x4 -> 800 -> 500 -> 10
+    return nn.Sequential(
+        nn.Conv2d(1, 20, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(20, 50, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(50 * 4 * 4, 500), nn.ReLU(),
+        nn.Linear(500, 10), nn.LogSoftmax(dim=1),
+    )
+
+
+def main() -> None:
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    print(f"rank {rank} of WORLD_SIZE {world} on {os.uname().nodename}, "
+          f"data in {os.path.abspath('./data')}, torch {torch.__version__}", flush=True)
+
+    train_set = datasets.FashionMNIST("./data", train=True, download=False, transform=transforms.ToTensor())
+    shard = DistributedSampler(train_set)
+    batches = DataLoader(train_set, batch_size=BATCH_SIZE, sampler=shard)
+
+    model = nn.parallel.DistributedDataParallel(cnn())
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    start = time.time()
+    first = last = None
+    for epoch in range(1, EPOCHS + 1):
+        shard.set_epoch(epoch)
+        model.train()
+        for step, (images, targets) in enumerate(batches):
+            sgd.zero_grad()
+            loss = F.nll_loss(model(images), targets)
+            loss.backward()
+            sgd.step()
+            value = loss.item()
+            first = value if first is None else first
+            last = value
+            if rank == 0 and step % LOG_EVERY == 0:
+                seen = step * BATCH_SIZE * world
+                print(f"Train Epoch: {epoch} [{seen}/{len(train_set)} ({100.0 * step / len(batches):.0f}%)]\tLoss: {value:.6f}",
+                      flush=True)
+
+    dist.barrier()
+    if rank == 0:
+        print("Training is finished", flush=True)
+        print(f"FASHION_MNIST_RESULT world_size={world} epochs={EPOCHS} first_loss={first:.4f} "
+              f"last_loss={last:.4f} seconds={time.time() - start:.1f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -199,6 +199,9 @@ func TestManagerClusterRole(t *testing.T) {
 		// children of the plan like the JobSet, so watched (get, list, watch;
 		// only Trainyard's own, by label) and created once.
 		permissions("", []string{"services"}, "get", "list", "watch", "create", "delete"),
+		// Each TrainJob's <tj>-tls-config ConfigMap (the status server's CA for
+		// its trainers), a plan child applied by the progress plugin.
+		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "patch", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),

@@ -8,6 +8,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
@@ -19,12 +20,17 @@ type Options struct {
 	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
 	// elastic torch jobs rendezvous at a pod's fully qualified name.
 	ClusterDomain string
+	// Progress configures the trainer status injection (progress.Config);
+	// nil turns it off.
+	Progress *progress.Config
 }
 
 // Ordered returns the plugins in the order they run:
 //   - Resources first, so that ML-policy plugins see the merged resources;
 //   - then the ML policies (Torch); a runtime with no framework policy needs
 //     none, and one whose policy no plugin claims is rejected by the framework;
+//   - then the status server's env and token volume (TrainJobStatus), on
+//     the trainer pods the ML policy shaped;
 //   - then gang scheduling (Kueue);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
 func Ordered(opts Options) []framework.Plugin {
@@ -39,6 +45,7 @@ func Ordered(opts Options) []framework.Plugin {
 	return []framework.Plugin{
 		resources.New(),
 		&torch.Torch{ClusterDomain: domain},
+		progress.New(opts.Progress),
 		gang.New(mode),
 		jobset.New(),
 	}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
+	"github.com/trainyard/trainyard/pkg/statusserver"
+)
+
+// statusOptions configure the runtime status server (pkg/statusserver).
+type statusOptions struct {
+	enabled  bool
+	port     int
+	url      string
+	caFile   string
+	interval time.Duration
+}
+
+func (o *statusOptions) bindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.enabled, "enable-status-server", true, "serve the runtime status server, where training code reports progress into status.trainerStatus, and give trainer pods its URL, a token and its CA (Kubeflow Trainer's TrainJobStatus)")
+	fs.IntVar(&o.port, "status-server-port", statusserver.DefaultPort, "port of the status server (HTTPS, with the webhook's serving certificate)")
+	fs.StringVar(&o.url, "status-server-url", "", "scheme, host and port at which trainer pods reach the status server (default https://<webhook service>.<namespace>.svc:<port>, the name the webhook certificate is for)")
+	fs.StringVar(&o.caFile, "status-server-ca-file", "", "PEM CA bundle trainers trust for the status server, re-read every 10s (default <webhook cert dir>/ca.crt)")
+	fs.DurationVar(&o.interval, "status-server-write-interval", statusserver.DefaultCoalesceInterval, "least time between two writes of one TrainJob's trainerStatus; reports in between are coalesced, the latest wins")
+}
+
+// setupStatusServer adds the server and the CA reader to the manager and
+// returns what the progress plugin needs (nil when the server is off).
+func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions, host string) (*progress.Config, error) {
+	if !o.enabled {
+		return nil, nil
+	}
+	url := o.url
+	if url == "" {
+		if wh.namespace == "" {
+			return nil, fmt.Errorf("the status server needs --status-server-url, or the manager's namespace (--namespace or POD_NAMESPACE) to build it")
+		}
+		url = fmt.Sprintf("https://%s.%s.svc:%d", wh.serviceName, wh.namespace, o.port)
+	}
+	if !strings.HasPrefix(url, "https://") {
+		return nil, fmt.Errorf("--status-server-url %q: must be https://", url)
+	}
+	caFile := o.caFile
+	if caFile == "" {
+		caFile = filepath.Join(wh.certDir, "ca.crt")
+	}
+	ca := &statusserver.CABundle{Path: caFile, Log: ctrl.Log.WithName("status-server")}
+	_ = ca.Load() // with internal rotation the file appears after start; Start keeps trying
+	if err := mgr.Add(ca); err != nil {
+		return nil, err
+	}
+	if err := statusserver.Setup(mgr, statusserver.Options{
+		Addr: net.JoinHostPort(host, strconv.Itoa(o.port)), CertDir: wh.certDir, CoalesceInterval: o.interval,
+	}); err != nil {
+		return nil, fmt.Errorf("setting up the status server: %w", err)
+	}
+	return &progress.Config{BaseURL: url, CA: ca.Get}, nil
+}

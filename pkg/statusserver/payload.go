@@ -102,7 +102,7 @@ func Decode(r io.Reader, now time.Time) (*trainer.TrainerStatus, error) {
 	out.LastUpdatedTime = metav1.NewTime(now.UTC().Truncate(time.Second))
 	if t := in.LastUpdatedTime; t != nil {
 		parsed, err := time.Parse(time.RFC3339, *t)
-		if err != nil {
+		if err != nil || parsed.IsZero() {
 			return nil, badPayload("trainerStatus.lastUpdatedTime: %q is not an RFC 3339 time", *t)
 		}
 		out.LastUpdatedTime = metav1.NewTime(parsed)

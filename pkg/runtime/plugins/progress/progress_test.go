@@ -83,7 +83,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 			},
 		},
 		"no trainer job: nothing": {
-			cfg:  cfg, rt: noTrainer,
+			cfg: cfg, rt: noTrainer,
 			want: map[string]corev1.PodSpec{"other": {Containers: []corev1.Container{rtt.MakeContainer("other", "x")}}},
 		},
 	}

@@ -110,7 +110,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	progressCfg, err := setupStatusServer(mgr, status, wh, *webhookHost)
+	progressCfg, err := setupStatusServer(mgr, status, wh)
 	if err != nil {
 		return err
 	}

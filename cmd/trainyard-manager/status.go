@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // statusOptions configure the runtime status server (pkg/statusserver).
 type statusOptions struct {
 	enabled  bool
-	port     int
+	bind     string
 	url      string
 	caFile   string
 	interval time.Duration
@@ -26,7 +25,7 @@ type statusOptions struct {
 
 func (o *statusOptions) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enabled, "enable-status-server", true, "serve the runtime status server, where training code reports progress into status.trainerStatus, and give trainer pods its URL, a token and its CA (Kubeflow Trainer's TrainJobStatus)")
-	fs.IntVar(&o.port, "status-server-port", statusserver.DefaultPort, "port of the status server (HTTPS, with the webhook's serving certificate)")
+	fs.StringVar(&o.bind, "status-server-bind-address", fmt.Sprintf(":%d", statusserver.DefaultPort), "address of the status server (HTTPS, with the webhook's serving certificate)")
 	fs.StringVar(&o.url, "status-server-url", "", "scheme, host and port at which trainer pods reach the status server (default https://<webhook service>.<namespace>.svc:<port>, the name the webhook certificate is for)")
 	fs.StringVar(&o.caFile, "status-server-ca-file", "", "PEM CA bundle trainers trust for the status server, re-read every 10s (default <webhook cert dir>/ca.crt)")
 	fs.DurationVar(&o.interval, "status-server-write-interval", statusserver.DefaultCoalesceInterval, "least time between two writes of one TrainJob's trainerStatus; reports in between are coalesced, the latest wins")
@@ -34,7 +33,7 @@ func (o *statusOptions) bindFlags(fs *flag.FlagSet) {
 
 // setupStatusServer adds the server and the CA reader to the manager and
 // returns what the progress plugin needs (nil when the server is off).
-func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions, host string) (*progress.Config, error) {
+func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*progress.Config, error) {
 	if !o.enabled {
 		return nil, nil
 	}
@@ -43,7 +42,11 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions, hos
 		if wh.namespace == "" {
 			return nil, fmt.Errorf("the status server needs --status-server-url, or the manager's namespace (--namespace or POD_NAMESPACE) to build it")
 		}
-		url = fmt.Sprintf("https://%s.%s.svc:%d", wh.serviceName, wh.namespace, o.port)
+		_, port, err := net.SplitHostPort(o.bind)
+		if err != nil {
+			return nil, fmt.Errorf("--status-server-bind-address %q: %w", o.bind, err)
+		}
+		url = fmt.Sprintf("https://%s.%s.svc:%s", wh.serviceName, wh.namespace, port)
 	}
 	if !strings.HasPrefix(url, "https://") {
 		return nil, fmt.Errorf("--status-server-url %q: must be https://", url)
@@ -58,7 +61,7 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions, hos
 		return nil, err
 	}
 	if err := statusserver.Setup(mgr, statusserver.Options{
-		Addr: net.JoinHostPort(host, strconv.Itoa(o.port)), CertDir: wh.certDir, CoalesceInterval: o.interval,
+		Addr: o.bind, CertDir: wh.certDir, CoalesceInterval: o.interval,
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the status server: %w", err)
 	}

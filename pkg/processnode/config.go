@@ -42,6 +42,11 @@ type Config struct {
 	// PodCIDR is this node's pod address range, inside ClusterPodCIDR (default:
 	// PodCIDR), the subnet of all process nodes' pods on the bridge.
 	PodCIDR, ClusterPodCIDR string
+	// HostAddress, when set, is given to the bridge (with the cluster pod
+	// range's prefix), so that pods reach services of the host at it: a local
+	// cluster's manager runs on the host, and trainers report their progress
+	// to its status server. Empty: pods reach nothing beyond each other.
+	HostAddress string
 	// Labels and Taints are added to the Node's.
 	Labels map[string]string
 	Taints []corev1.Taint

@@ -45,8 +45,8 @@ func metricsText(ms []trainer.Metric) string {
 
 const barWidth = 30
 
-// progressBar draws "[##########--------------------]  33%  ETA 1m0s  loss=0.4".
-func progressBar(st *trainer.TrainerStatus) string {
+// ProgressBar draws "[##########--------------------]  33%  ETA 1m0s  loss=0.4".
+func ProgressBar(st *trainer.TrainerStatus) string {
 	if st == nil {
 		return ""
 	}
@@ -90,10 +90,10 @@ func (p *progressPrinter) update(prefix string, st *trainer.TrainerStatus) {
 	p.last = text
 	switch {
 	case p.inPlace:
-		fmt.Fprintf(p.out, "\r\033[K%s%s", prefix, progressBar(st))
+		fmt.Fprintf(p.out, "\r\033[K%s%s", prefix, ProgressBar(st))
 		p.open = true
 	case p.bar:
-		fmt.Fprintf(p.out, "%s%s\n", prefix, progressBar(st))
+		fmt.Fprintf(p.out, "%s%s\n", prefix, ProgressBar(st))
 	default:
 		fmt.Fprintf(p.out, "%sprogress %s\n", prefix, text)
 	}

@@ -32,8 +32,8 @@ func TestProgressText(t *testing.T) {
 			if diff := cmp.Diff(tc.text, progressText(tc.st)); diff != "" {
 				t.Errorf("progressText (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.bar, progressBar(tc.st)); diff != "" {
-				t.Errorf("progressBar (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.bar, ProgressBar(tc.st)); diff != "" {
+				t.Errorf("ProgressBar (-want +got):\n%s", diff)
 			}
 		})
 	}

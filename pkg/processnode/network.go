@@ -21,7 +21,7 @@ import (
 type network struct {
 	bridge    string
 	hostAddr  string // the bridge's address, "" for none
-	prefixLen int // of the cluster-wide pod range, the subnet of eth0
+	prefixLen int    // of the cluster-wide pod range, the subnet of eth0
 	alloc     *ipAllocator
 	logf      func(string, ...interface{})
 }

@@ -19,7 +19,7 @@ const (
 	// ProcessHostAddress is the host on the pods' bridge: pods reach the
 	// manager's status server there (the serving certificate names it).
 	ProcessHostAddress = "10.254.255.254"
-	processNodeFmt = "process-node-%d"
+	processNodeFmt     = "process-node-%d"
 )
 
 // ProcessNodeName is the Node name of process node i.

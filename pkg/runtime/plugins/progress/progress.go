@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,6 +65,7 @@ type Progress struct {
 }
 
 var (
+	_ framework.ValidatePlugin = (*Progress)(nil)
 	_ framework.MLPolicyPlugin = (*Progress)(nil)
 	_ framework.BuildPlugin    = (*Progress)(nil)
 	_ framework.OwnerPlugin    = (*Progress)(nil)
@@ -77,6 +79,22 @@ func (*Progress) Name() string { return Name }
 
 // Owns implements framework.OwnerPlugin.
 func (*Progress) Owns() []client.Object { return []client.Object{&corev1.ConfigMap{}} }
+
+// Validate rejects the three variables in spec.trainer.env while the feature
+// is on: the plugin sets them, and a user value would be silently replaced.
+func (p *Progress) Validate(_ *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+	if p.cfg == nil || job.Spec.Trainer == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for k, e := range job.Spec.Trainer.Env {
+		if e.Name == EnvURL || e.Name == EnvCACert || e.Name == EnvToken {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "env").Index(k).Child("name"), e.Name,
+				"is set by Trainyard for the runtime status server and must not be set by the TrainJob"))
+		}
+	}
+	return errs
+}
 
 // URL is where TrainJob ns/name's trainers report.
 func (c *Config) URL(ns, name string) string {

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -155,5 +156,26 @@ func TestBuild(t *testing.T) {
 	notLoaded := &progress.Config{BaseURL: cfg.BaseURL, CA: func() []byte { return nil }}
 	if _, err := progress.New(notLoaded).Build(info, job()); err == nil {
 		t.Error("Build without a CA: no error, want one (the trainers could not verify the server)")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	withEnv := job()
+	withEnv.Spec.Trainer = &trainer.Trainer{Env: []corev1.EnvVar{rtt.Env("LR", "0.1"), rtt.Env("KUBEFLOW_TRAINER_SERVER_TOKEN", "/mine")}}
+	cases := map[string]struct {
+		p    *progress.Progress
+		job  *trainer.TrainJob
+		want []rtt.FieldErr
+	}{
+		"reserved variable":         {p: progress.New(cfg), job: withEnv, want: []rtt.FieldErr{{Field: "spec.trainer.env[1].name", Type: field.ErrorTypeInvalid}}},
+		"feature off: not reserved": {p: progress.New(nil), job: withEnv},
+		"no trainer":                {p: progress.New(cfg), job: job()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, rtt.FieldErrs(tc.p.Validate(nil, nil, tc.job))); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -37,6 +37,12 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*p
 	if !o.enabled {
 		return nil, nil
 	}
+	if !wh.enabled && wh.certManagement == "internal" && o.caFile == "" {
+		// The server serves the webhook's certificate, which nobody makes
+		// when the webhooks are off and Trainyard would be the one to rotate it.
+		ctrl.Log.WithName("setup").Info("Status server off: it uses the webhook serving certificate, which internal certificate management makes only with --enable-webhooks")
+		return nil, nil
+	}
 	url := o.url
 	if url == "" {
 		if wh.namespace == "" {

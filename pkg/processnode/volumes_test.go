@@ -2,9 +2,11 @@ package processnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -128,5 +130,39 @@ func TestProjectedTokenVolume(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]string{"token": "jwt", "ca.crt": "PEM"}, files); d != "" {
 		t.Errorf("volume files (-want +got):\n%s", d)
+	}
+}
+
+func TestRenewToken(t *testing.T) {
+	dir := t.TempDir()
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "tok", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o600),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "a", ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}},
+		{Name: "plain", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	n := 0
+	tokens := apiTokens{create: func(context.Context, string, string, *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		n++
+		return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: fmt.Sprintf("jwt-%d", n)}}, nil
+	}}
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, fakeSources{}, tokens); err != nil {
+		t.Fatal(err)
+	}
+	files := projectedTokens(pod, dir)
+	path := filepath.Join(dir, "volumes", "tok", "token")
+	if len(files) != 1 || files[0].path != path || renewAfter(files[0].src) != 48*time.Minute {
+		t.Fatalf("projectedTokens = %+v, want the one token at %s renewed after 48m", files, path)
+	}
+	if err := renewToken(context.Background(), pod, tokens, files[0]); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	st, _ := os.Stat(path)
+	if err != nil || string(b) != "jwt-2" || st.Mode().Perm() != 0o600 {
+		t.Errorf("renewed token file: %q (mode %v), %v; want jwt-2 with mode 0600", b, st.Mode().Perm(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "volumes", "tok", ".token-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

@@ -98,7 +98,7 @@ test-integration: k8s-tools ## Run the integration suite against a real kube-api
 	go test $(GO_TEST_FLAGS) ./test/integration/...
 
 # Fuzz targets: package:target. go test fuzzes one target at a time.
-FUZZ_TARGETS := ./pkg/runtime/framework:FuzzBuild ./pkg/validation:FuzzValidateTrainJob ./pkg/validation:FuzzValidateRuntimeSpec
+FUZZ_TARGETS := ./pkg/runtime/framework:FuzzBuild ./pkg/validation:FuzzValidateTrainJob ./pkg/validation:FuzzValidateRuntimeSpec ./pkg/statusserver:FuzzDecode
 FUZZTIME ?= 1m
 
 .PHONY: fuzz

@@ -52,6 +52,7 @@ func run() error {
 		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
+		status      = statusOptions{}
 	)
 	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
 	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
@@ -62,6 +63,7 @@ func run() error {
 	flag.StringVar(&wh.serviceName, "webhook-service-name", "trainyard-webhook", "Service in front of the webhook server")
 	flag.StringVar(&wh.secretName, "webhook-secret-name", "trainyard-webhook-cert", "Secret holding the webhook serving certificate")
 	flag.StringVar(&wh.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of tls.crt and tls.key for the webhook server")
+	status.bindFlags(flag.CommandLine)
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -108,7 +110,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode, ClusterDomain: *domain})
+	progressCfg, err := setupStatusServer(mgr, status, wh)
+	if err != nil {
+		return err
+	}
+	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode, ClusterDomain: *domain, Progress: progressCfg})
 	if err != nil {
 		return fmt.Errorf("registering plugins: %w", err)
 	}

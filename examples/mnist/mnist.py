@@ -26,6 +26,10 @@ first/last_loss are this rank's mean loss over the first and last 20 steps;
 the *_mean values are those averaged over all ranks. The script exits non-zero when
 the loss did not fall by at least half, the ranks' parameters differ, or the world
 size is not EXPECT_WORLD_SIZE (when set).
+
+Rank 0 reports its progress, time left and loss to the TrainJob's status server
+(ProgressReporter, standard library only) when the pod has the
+KUBEFLOW_TRAINER_SERVER_* variables; `trainyard wait` then draws a bar.
 """
 import os
 import sys
@@ -65,6 +69,51 @@ def synthetic_mnist():
     return TensorDataset(images, labels)
 
 
+class ProgressReporter:
+    """Reports training progress to the TrainJob's status server (Kubeflow
+    Trainer's protocol; Trainyard serves it), so that `kubectl get trainjob`,
+    `trainyard get` and `trainyard wait` show it. Standard library only. The
+    server's URL, its CA and this pod's token come from the three
+    KUBEFLOW_TRAINER_SERVER_* variables; without them (another job kind, the
+    feature off) it does nothing. At most one report every `every` seconds,
+    plus the last one; a failed report is printed once and never stops training.
+    """
+
+    def __init__(self, every=2.0):
+        self.url = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL")
+        self.ca = os.environ.get("KUBEFLOW_TRAINER_SERVER_CA_CERT")
+        self.token_file = os.environ.get("KUBEFLOW_TRAINER_SERVER_TOKEN")
+        self.every, self.last, self.warned = every, 0.0, False
+
+    def report(self, percent, remaining=None, metrics=None, final=False):
+        if not (self.url and self.ca and self.token_file):
+            return
+        now = time.time()
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        import datetime
+        import json
+        import ssl
+        import urllib.request
+        status = {"progressPercentage": int(percent),
+                  "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        if remaining is not None:
+            status["estimatedRemainingSeconds"] = max(int(remaining), 0)
+        if metrics:
+            status["metrics"] = [{"name": k, "value": str(v)} for k, v in metrics.items()]
+        try:
+            with open(self.token_file) as f:
+                token = f.read().strip()
+            req = urllib.request.Request(self.url, data=json.dumps({"trainerStatus": status}).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+            urllib.request.urlopen(req, context=ssl.create_default_context(cafile=self.ca), timeout=5).close()
+        except Exception as e:  # progress is nice to have: never fail the training for it
+            if not self.warned:
+                print(f"MNIST progress report failed (training goes on): {e}", flush=True)
+                self.warned = True
+
+
 def main():
     dist.init_process_group("gloo")  # env://: MASTER_ADDR/PORT, RANK, WORLD_SIZE from torchrun
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -80,6 +129,9 @@ def main():
     model = DDP(Net())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
+    progress = ProgressReporter() if rank == 0 else None
+    if progress:
+        progress.report(0, final=True)
     losses, step, epoch, start = [], 0, 0, time.time()
     while step < STEPS:
         sampler.set_epoch(epoch)
@@ -92,6 +144,9 @@ def main():
             step += 1
             if step % 50 == 0 or step == 1:
                 print(f"MNIST step={step} rank={rank} loss={loss.item():.4f}", flush=True)
+            if progress:
+                per_step = (time.time() - start) / step
+                progress.report(100 * step // STEPS, per_step * (STEPS - step), {"loss": f"{loss.item():.4f}"})
             if step >= STEPS:
                 break
         epoch += 1
@@ -116,6 +171,8 @@ def main():
     print(f"MNIST_RESULT rank={rank} world_size={world} steps={step} first_loss={first:.4f} last_loss={last:.4f} "
           f"first_loss_mean={means[0].item():.4f} last_loss_mean={means[1].item():.4f} "
           f"params_equal={params_equal} seconds={time.time() - start:.1f} ok={ok}", flush=True)
+    if progress:
+        progress.report(100, 0, {"loss": f"{last:.4f}", "loss_mean": f"{means[1].item():.4f}"}, final=True)
     dist.barrier()
     # Every rank is done. torch 1.13 (Debian's) now and then hangs in the process
     # group's teardown or at interpreter exit, which keeps torchrun (and the other

@@ -328,6 +328,9 @@ initializer's pods have finished (or the TrainJob has).`,
 				}
 				watchFinished(ctx, cl.Client, cl.Namespace, name)
 			}()
+			if initializer == "" {
+				go followProgress(ctx, cl.Client, cl.Namespace, name, finished, newProgressPrinter(e.stderr, false))
+			}
 			s.Follow(ctx, finished, 10*time.Second)
 			return ctx.Err()
 		},

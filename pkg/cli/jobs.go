@@ -41,6 +41,8 @@ type Job struct {
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 	Steps   []Step `json:"steps"`
+	// TrainerStatus is the progress the training code reported (status.trainerStatus).
+	TrainerStatus *trainer.TrainerStatus `json:"trainerStatus,omitempty"`
 }
 
 // Step is one pod of a TrainJob.
@@ -81,7 +83,8 @@ func NewJob(job *trainer.TrainJob, pods []corev1.Pod, rt *Runtime) Job {
 func newJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]string, rt *Runtime) Job {
 	j := Job{Name: job.Name, Namespace: job.Namespace, Runtime: job.Spec.RuntimeRef.Name,
 		CreationTimestamp: job.CreationTimestamp, Steps: StepsOf(pods, initializers),
-		Status: string(job.Status.Phase), Reason: job.Status.Reason, Message: job.Status.Message}
+		Status: string(job.Status.Phase), Reason: job.Status.Reason, Message: job.Status.Message,
+		TrainerStatus: job.Status.TrainerStatus}
 	switch {
 	case job.Spec.Trainer != nil && job.Spec.Trainer.NumNodes != nil:
 		j.NumNodes = *job.Spec.Trainer.NumNodes

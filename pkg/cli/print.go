@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
 // Output formats of -o.
@@ -85,6 +87,18 @@ func PrintJob(w io.Writer, j Job, now time.Time) error {
 	}
 	if j.Message != "" {
 		fmt.Fprintf(&b, "Message:   %s\n", j.Message)
+	}
+	if st := j.TrainerStatus; st != nil {
+		if st.ProgressPercentage != nil || st.EstimatedRemainingSeconds != nil {
+			fmt.Fprintf(&b, "Progress:  %s\n", progressText(&trainer.TrainerStatus{
+				ProgressPercentage: st.ProgressPercentage, EstimatedRemainingSeconds: st.EstimatedRemainingSeconds}))
+		}
+		if len(st.Metrics) > 0 {
+			fmt.Fprintf(&b, "Metrics:   %s\n", metricsText(st.Metrics))
+		}
+		if !st.LastUpdatedTime.IsZero() {
+			fmt.Fprintf(&b, "Reported:  %s ago\n", duration.HumanDuration(now.Sub(st.LastUpdatedTime.Time)))
+		}
 	}
 	fmt.Fprintf(&b, "Age:       %s\n", age(j, now))
 	if len(j.Steps) == 0 {

@@ -127,6 +127,8 @@ func Wait(ctx context.Context, c client.Client, namespace, name string, want map
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var last progress
+	pp := newProgressPrinter(out, true)
+	defer pp.end()
 	for first := true; ; first = false {
 		var job trainer.TrainJob
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
@@ -135,12 +137,13 @@ func Wait(ctx context.Context, c client.Client, namespace, name string, want map
 			return fmt.Errorf("TrainJob %s/%s: %w", namespace, name, err)
 		case err != nil:
 			// Transient (API server restart, network): say so and keep trying.
-			fmt.Fprintf(out, "reading TrainJob %s: %v\n", name, err)
+			pp.line("reading TrainJob %s: %v\n", name, err)
 		default:
 			if p := progressOf(&job); first || p != last {
-				fmt.Fprintf(out, "%s TrainJob %s: %s\n", elapsed(start), name, p)
+				pp.line("%s TrainJob %s: %s\n", elapsed(start), name, p)
 				last = p
 			}
+			pp.update(elapsed(start)+" ", job.Status.TrainerStatus)
 			ok, never := reached(&job, want)
 			if ok {
 				return nil

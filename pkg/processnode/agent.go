@@ -70,6 +70,9 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	nw, err := newNetwork(cfg.Bridge, cfg.PodCIDR, cfg.ClusterPodCIDR, logf)
+	if err == nil && cfg.HostAddress != "" {
+		err = nw.setHostAddress(cfg.HostAddress)
+	}
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,11 @@ type Config struct {
 	// cpu=2 on a 2-core machine) all start, sharing the cores, rather than
 	// leave some Pending; 1 advertises the real count.
 	CPUOvercommit float64
+	// HostAddress, when set, is given to the bridge (with the cluster pod
+	// range's prefix), so that pods reach services of the host at it: a local
+	// cluster's manager runs on the host, and trainers report their progress
+	// to its status server. Empty: pods reach nothing beyond each other.
+	HostAddress string
 	// Labels and Taints are added to the Node's.
 	Labels map[string]string
 	Taints []corev1.Taint

@@ -191,3 +191,27 @@ func TestIPAllocator(t *testing.T) {
 		t.Error("IPv6 ranges are not supported")
 	}
 }
+
+func TestSetHostAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr    string
+		wantErr bool
+	}{
+		{addr: "10.254.255.254"},
+		{addr: "10.254.0.7", wantErr: true}, // a pod's address of this node
+		{addr: "fd00::1", wantErr: true},
+		{addr: "bridge", wantErr: true},
+	} {
+		n, err := newNetwork("tybtest", "10.254.0.0/24", "10.254.0.0/16", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.setHostAddress(tc.addr)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("setHostAddress(%q) = %v, want error %v", tc.addr, err, tc.wantErr)
+		}
+		if err == nil && n.hostAddr != tc.addr {
+			t.Errorf("setHostAddress(%q): hostAddr %q", tc.addr, n.hostAddr)
+		}
+	}
+}

@@ -20,7 +20,8 @@ import (
 // stop.
 type network struct {
 	bridge    string
-	prefixLen int // of the cluster-wide pod range, the subnet of eth0
+	hostAddr  string // the bridge's address, "" for none
+	prefixLen int    // of the cluster-wide pod range, the subnet of eth0
 	alloc     *ipAllocator
 	logf      func(string, ...interface{})
 }
@@ -47,6 +48,20 @@ func newNetwork(bridge, podCIDR, clusterCIDR string, logf func(string, ...interf
 	return &network{bridge: bridge, prefixLen: ones, alloc: alloc, logf: logf}, nil
 }
 
+// setHostAddress checks that addr is in the cluster pod range and outside
+// this node's, so no pod gets it.
+func (n *network) setHostAddress(addr string) error {
+	ip := net.ParseIP(addr)
+	if ip == nil || ip.To4() == nil {
+		return fmt.Errorf("host address %q is not an IPv4 address", addr)
+	}
+	if n.alloc.subnet.Contains(ip) {
+		return fmt.Errorf("host address %s is inside the node's pod range %s", addr, n.alloc.subnet)
+	}
+	n.hostAddr = addr
+	return nil
+}
+
 func ipCmd(args ...string) error {
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
@@ -64,6 +79,12 @@ func linkExists(name string) bool {
 func (n *network) ensureBridge() error {
 	if !linkExists(n.bridge) {
 		if err := ipCmd("link", "add", n.bridge, "type", "bridge"); err != nil && !linkExists(n.bridge) {
+			return err
+		}
+	}
+	if n.hostAddr != "" {
+		// replace: idempotent, as every process node of the cluster does it.
+		if err := ipCmd("addr", "replace", fmt.Sprintf("%s/%d", n.hostAddr, n.prefixLen), "dev", n.bridge); err != nil {
 			return err
 		}
 	}

@@ -192,6 +192,9 @@ func (r *podRun) run(ctx context.Context) {
 		r.fail(reasonSandboxFailed, err.Error())
 		return
 	}
+	if r.p.tokens != nil {
+		renewTokens(ctx, r.pod, r.p.tokens, projectedTokens(r.pod, r.dir), r.done, r.logf)
+	}
 
 	// Init containers, in order, each until it succeeds.
 	for _, c := range r.pod.Spec.InitContainers {

@@ -29,7 +29,8 @@ type volumeFile struct {
 // memory-backed emptyDirs. Supported: emptyDir, configMap, secret, downwardAPI,
 // projected (configMap, secret, downwardAPI, serviceAccountToken) and hostPath.
 // Contents are written once, when the pod starts; later changes of a ConfigMap
-// or Secret do not reach a running pod.
+// or Secret do not reach a running pod. Service account tokens are renewed
+// (renewTokens).
 func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources, tokens TokenSource) (map[string]string, []mountSpec, error) {
 	pod := ref.Pod
 	paths := map[string]string{}

@@ -2,12 +2,16 @@ package processnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestVolumesAndMountPlan(t *testing.T) {
@@ -79,5 +83,86 @@ func TestUnsupportedVolume(t *testing.T) {
 	pod.Spec.Volumes = []corev1.Volume{{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
 	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, t.TempDir(), fakeSources{}, nil); err == nil {
 		t.Error("a PVC is not supported on a process node")
+	}
+}
+
+// TestProjectedTokenVolume: the status server's volume (a pod-bound token for
+// the TrainJob's audience and ca.crt from the job's ConfigMap) is written as
+// a kubelet writes it, the token asked for with the TokenRequest API.
+func TestProjectedTokenVolume(t *testing.T) {
+	dir := t.TempDir()
+	pod := testPod()
+	aud := "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/job/status"
+	pod.Spec.Volumes = []corev1.Volume{{Name: "kubeflow-trainer-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: aud, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "job-tls-config"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		},
+	}}}}
+	src := fakeSources{cms: map[string]*corev1.ConfigMap{"team/job-tls-config": {Data: map[string]string{"ca.crt": "PEM"}}}}
+	type call struct {
+		NS, SA string
+		Spec   authenticationv1.TokenRequestSpec
+	}
+	var calls []call
+	tokens := apiTokens{create: func(_ context.Context, ns, sa string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		calls = append(calls, call{ns, sa, tr.Spec})
+		return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: "jwt"}}, nil
+	}}
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, tokens); err != nil {
+		t.Fatal(err)
+	}
+	want := []call{{NS: "team", SA: "sa", Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{aud}, ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "job-node-0-1-abcde", UID: "uid-1"},
+	}}}
+	if d := cmp.Diff(want, calls); d != "" {
+		t.Errorf("TokenRequests (-want +got):\n%s", d)
+	}
+	files := map[string]string{}
+	for _, f := range []string{"token", "ca.crt"} {
+		b, err := os.ReadFile(filepath.Join(dir, "volumes", "kubeflow-trainer-token", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = string(b)
+	}
+	if d := cmp.Diff(map[string]string{"token": "jwt", "ca.crt": "PEM"}, files); d != "" {
+		t.Errorf("volume files (-want +got):\n%s", d)
+	}
+}
+
+func TestRenewToken(t *testing.T) {
+	dir := t.TempDir()
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "tok", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o600),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "a", ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}},
+		{Name: "plain", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	n := 0
+	tokens := apiTokens{create: func(context.Context, string, string, *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		n++
+		return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: fmt.Sprintf("jwt-%d", n)}}, nil
+	}}
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, fakeSources{}, tokens); err != nil {
+		t.Fatal(err)
+	}
+	files := projectedTokens(pod, dir)
+	path := filepath.Join(dir, "volumes", "tok", "token")
+	if len(files) != 1 || files[0].path != path || renewAfter(files[0].src) != 48*time.Minute {
+		t.Fatalf("projectedTokens = %+v, want the one token at %s renewed after 48m", files, path)
+	}
+	if err := renewToken(context.Background(), pod, tokens, files[0]); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	st, _ := os.Stat(path)
+	if err != nil || string(b) != "jwt-2" || st.Mode().Perm() != 0o600 {
+		t.Errorf("renewed token file: %q (mode %v), %v; want jwt-2 with mode 0600", b, st.Mode().Perm(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "volumes", "tok", ".token-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

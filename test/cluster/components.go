@@ -142,6 +142,12 @@ func (c *Cluster) managerArgs(replica int) []string {
 		"--metrics-bind-address=" + loopback(p.Metrics), "--metrics-secure=false",
 		"--health-probe-bind-address=" + loopback(p.Health),
 		"--leader-elect", "--leader-election-namespace=" + ManagerNamespace,
+		// The status server on every address, so that process nodes' pods reach
+		// it on the bridge (ProcessHostAddress); every replica renders the same
+		// URL, replica 0's, and the others serve on a port of their own.
+		"--status-server-bind-address=" + statusBind(replica, c.ports.ManagerStatus),
+		fmt.Sprintf("--status-server-url=https://%s:%d", ProcessHostAddress, c.ports.ManagerStatus),
+		"--status-server-ca-file=" + c.pki.caCert(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -277,4 +283,13 @@ func (c *Cluster) httpsClient(admin bool) (*http.Client, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil
+}
+
+// statusBind is where manager replica i serves the status server: replica 0
+// on port, the others on a port the kernel picks.
+func statusBind(replica, port int) string {
+	if replica == 0 {
+		return fmt.Sprintf(":%d", port)
+	}
+	return ":0"
 }

@@ -124,7 +124,7 @@ func (p pki) generate() error {
 		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
 	if err := leaf(p.servingCert(), p.servingKey(), pkix.Name{CommonName: "127.0.0.1"}, x509.ExtKeyUsageServerAuth,
-		[]string{"localhost"}, loopback); err != nil {
+		[]string{"localhost"}, append(loopback, net.ParseIP(ProcessHostAddress))); err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
 

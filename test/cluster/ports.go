@@ -22,6 +22,7 @@ type Ports struct {
 	ManagerWebhook int `json:"managerWebhook"`
 	ManagerMetrics int `json:"managerMetrics"`
 	ManagerHealth  int `json:"managerHealth"`
+	ManagerStatus  int `json:"managerStatus"`
 }
 
 // freePorts fills every field of Ports with a distinct free port on 127.0.0.1. All

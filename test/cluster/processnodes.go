@@ -16,7 +16,10 @@ import (
 // named after the state directory, and one /16; node i hands out 10.254.i.0/24.
 const (
 	ProcessPodCIDR = "10.254.0.0/16"
-	processNodeFmt = "process-node-%d"
+	// ProcessHostAddress is the host on the pods' bridge: pods reach the
+	// manager's status server there (the serving certificate names it).
+	ProcessHostAddress = "10.254.255.254"
+	processNodeFmt     = "process-node-%d"
 )
 
 // ProcessNodeName is the Node name of process node i.
@@ -42,6 +45,7 @@ func (c *Cluster) processNodeArgs(i int) []string {
 		fmt.Sprintf("--pod-cidr=10.254.%d.0/24", i),
 		"--cluster-pod-cidr=" + ProcessPodCIDR,
 		"--bridge=" + processnode.DefaultBridge(c.o.StateDir),
+		"--host-address=" + ProcessHostAddress,
 	}
 }
 

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
 	"github.com/trainyard/trainyard/test/cluster"
 )
@@ -176,7 +177,7 @@ func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time
 	// Wait for the TrainJob to finish.
 	var job trainer.TrainJob
 	var finished *metav1.Condition
-	lastPhase := ""
+	lastPhase, lastBar := "", ""
 	for finished == nil {
 		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobName}, &job); err != nil && ctx.Err() == nil {
 			fmt.Fprintln(os.Stderr, "reading the TrainJob:", err)
@@ -184,6 +185,11 @@ func trainMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time
 		if p := string(job.Status.Phase); p != lastPhase && p != "" {
 			fmt.Printf("==> TrainJob %s: %s (%.1fs after apply)\n", jobName, p, time.Since(applied).Seconds())
 			lastPhase = p
+		}
+		// What rank 0 reports through the status server (status.trainerStatus).
+		if bar := cli.ProgressBar(job.Status.TrainerStatus); bar != lastBar {
+			fmt.Printf("==> TrainJob %s progress %s\n", jobName, bar)
+			lastBar = bar
 		}
 		for _, t := range []string{"Complete", "Failed"} {
 			if cond := apimeta.FindStatusCondition(job.Status.Conditions, t); cond != nil && cond.Status == metav1.ConditionTrue {

@@ -891,6 +891,26 @@ func TestChartValueVariants(t *testing.T) {
 			t.Errorf("%d webhook configurations with a PyTorchJob webhook by default, want 2", hooks)
 		}
 	})
+	t.Run("status server off", func(t *testing.T) {
+		// statusServer.enabled=false: the manager runs without it, and neither
+		// the container nor the webhook Service has its port.
+		for _, tc := range []struct {
+			values  map[string]any
+			enabled bool
+		}{{nil, true}, {map[string]any{"statusServer": map[string]any{"enabled": false}}, false}} {
+			docs := renderChart(t, systemNamespace, tc.values)
+			c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]
+			if got := !slices.Contains(c.Args, "--enable-status-server=false"); got != tc.enabled {
+				t.Errorf("statusServer.enabled=%v: manager args %q", tc.enabled, c.Args)
+			}
+			containerPort := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "status-server" && p.ContainerPort == 10443 })
+			svc := decodeInto[corev1.Service](t, findIn(t, docs, "Service", "trainyard-webhook"))
+			servicePort := slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "status-server" && p.Port == 10443 })
+			if containerPort != tc.enabled || servicePort != tc.enabled {
+				t.Errorf("statusServer.enabled=%v: container port %v, Service port %v", tc.enabled, containerPort, servicePort)
+			}
+		}
+	})
 	t.Run("leader election off", func(t *testing.T) {
 		docs := renderChart(t, systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}})
 		c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]

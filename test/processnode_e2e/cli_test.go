@@ -119,6 +119,11 @@ func TestCLITrainMNIST(t *testing.T) {
 	if code != 0 || !strings.Contains(waitOut, "TrainJob "+job+": Running, 2/2 nodes ready") || !strings.Contains(waitOut, "TrainJob "+job+": Complete") {
 		t.Errorf("wait: exit %d, want 0 after Running with 2/2 nodes and Complete", code)
 	}
+	// Rank 0 of mnist.py reports through the status server; wait, not on a
+	// terminal, prints a plain line per change.
+	if !regexp.MustCompile(`progress \d+%, ETA \S+, loss=`).MatchString(waitOut) {
+		t.Errorf("wait printed no progress line:\n%s", waitOut)
+	}
 
 	// logs -f returns by itself once the job is finished and the streams have ended.
 	select {
@@ -130,6 +135,9 @@ func TestCLITrainMNIST(t *testing.T) {
 		t.Fatalf("logs -f still running a minute after the TrainJob finished:\n%s", logsOut)
 	}
 	t.Logf("$ trainyard logs -f %s\n%s%s", job, logsOut, logsErr)
+	if !strings.Contains(logsErr.String(), "[progress] progress ") {
+		t.Errorf("logs -f printed no progress on stderr:\n%s", logsErr)
+	}
 	ranks := map[string]bool{}
 	lines := strings.Split(strings.TrimSpace(logsOut.String()), "\n")
 	for _, l := range lines {

@@ -18,6 +18,7 @@ import (
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.phase`,description="Current state: Pending, Running, Suspended, Complete or Failed"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.numNodes`,description="Training nodes asked for"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`,description="Training nodes running and ready"
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.trainerStatus.progressPercentage`,description="Percent done, as the training code reported it"
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the TrainJob is in its state"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -44,8 +44,8 @@ type TrainJobStatus struct {
 	// +kubebuilder:validation:MaxItems=100
 	JobsStatus []JobStatus `json:"jobsStatus,omitempty"`
 
-	// trainerStatus is progress reported by the training code (Kubeflow Trainer v2.3
-	// shape; accepted and kept, Trainyard does not write it).
+	// trainerStatus is progress reported by the training code through the
+	// manager's status server (Kubeflow Trainer v2.3), field manager trainer-status.
 	// +optional
 	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
 

@@ -11,6 +11,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/xgboost"
@@ -24,12 +25,17 @@ type Options struct {
 	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
 	// brokers connect to each other by theirs.
 	ClusterDomain string
+	// Progress configures the trainer status injection (progress.Config);
+	// nil turns it off.
+	Progress *progress.Config
 }
 
 // Ordered returns the plugins in the order they run:
 //   - Resources first, so that ML-policy plugins see the merged resources;
 //   - then the ML policies (Torch, JAX, XGBoost, Flux; each acts only on its own policy); a runtime with no framework policy needs
 //     none, and one whose policy no plugin claims is rejected by the framework;
+//   - then the status server's env and token volume (TrainJobStatus), on
+//     the trainer pods the ML policy shaped;
 //   - then gang scheduling (Kueue);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
 func Ordered(opts Options) []framework.Plugin {
@@ -48,6 +54,7 @@ func Ordered(opts Options) []framework.Plugin {
 		jax.New(),
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},
+		progress.New(opts.Progress),
 		gang.New(mode),
 		jobset.New(),
 	}

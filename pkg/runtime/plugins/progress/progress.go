@@ -1,0 +1,187 @@
+// Package progress lets training code report its progress to the manager's
+// status server (pkg/statusserver), as Kubeflow Trainer v2.3's TrainJobStatus
+// feature does: every regular container of the trainer pods gets the server's
+// URL, a service account token for this TrainJob's audience and the CA that
+// signs the server's certificate, and the plan gets the <tj>-tls-config
+// ConfigMap that carries that CA.
+package progress
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/statusserver"
+)
+
+// The CA ConfigMap of each TrainJob.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+
+// Name of the plugin.
+const Name = "TrainJobStatus"
+
+// What the trainer containers get (Kubeflow Trainer v2.3's names).
+const (
+	EnvURL    = "KUBEFLOW_TRAINER_SERVER_URL"
+	EnvCACert = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+	EnvToken  = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+
+	VolumeName = "kubeflow-trainer-token"
+	MountPath  = "/var/run/secrets/kubeflow/trainer"
+	TokenFile  = "token"
+	CAFile     = "ca.crt"
+
+	// TokenExpirationSeconds: the kubelet renews a projected token at 80% of its life.
+	TokenExpirationSeconds = 3600
+)
+
+// ConfigMapName is the name of the ConfigMap holding a TrainJob's CA bundle.
+func ConfigMapName(job string) string { return job + "-tls-config" }
+
+// Config is what the manager knows about its status server. A nil Config
+// turns the feature off: the plugin then does nothing.
+type Config struct {
+	// BaseURL is the server's scheme, host and port as trainer pods reach
+	// it, e.g. https://trainyard-webhook.trainyard-system.svc:10443.
+	BaseURL string
+	// CA returns the PEM bundle that signs the server's certificate, nil
+	// while the manager has not read it yet. It is a value the manager keeps
+	// current (statusserver.CABundle), not a client: the plugin stays pure.
+	CA func() []byte
+}
+
+// Progress is the plugin.
+type Progress struct {
+	cfg *Config
+}
+
+var (
+	_ framework.MLPolicyPlugin = (*Progress)(nil)
+	_ framework.BuildPlugin    = (*Progress)(nil)
+	_ framework.OwnerPlugin    = (*Progress)(nil)
+)
+
+// New returns the plugin; cfg nil means the feature is off.
+func New(cfg *Config) *Progress { return &Progress{cfg: cfg} }
+
+// Name implements framework.Plugin.
+func (*Progress) Name() string { return Name }
+
+// Owns implements framework.OwnerPlugin.
+func (*Progress) Owns() []client.Object { return []client.Object{&corev1.ConfigMap{}} }
+
+// URL is where TrainJob ns/name's trainers report.
+func (c *Config) URL(ns, name string) string {
+	return strings.TrimSuffix(c.BaseURL, "/") + statusserver.Path(ns, name)
+}
+
+// EnforceMLPolicy gives every regular container of the trainer pods the
+// environment and the token volume, whatever the runtime's ML policy (a
+// runtime with no trainer job gets nothing).
+func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+	if p.cfg == nil {
+		return nil
+	}
+	ps := info.PodSpec(info.TrainerJob)
+	if ps == nil {
+		return nil
+	}
+	ps.Volumes = upsertVolume(ps.Volumes, Volume(job))
+	// As in Kubeflow Trainer, the names are not reserved: a value the
+	// TrainJob sets in spec.trainer.env wins (e.g. a trainer that reports to
+	// a proxy).
+	var env []corev1.EnvVar
+	for _, e := range []corev1.EnvVar{
+		{Name: EnvURL, Value: p.cfg.URL(job.Namespace, job.Name)},
+		{Name: EnvCACert, Value: MountPath + "/" + CAFile},
+		{Name: EnvToken, Value: MountPath + "/" + TokenFile},
+	} {
+		if !userSets(job, e.Name) {
+			env = append(env, e)
+		}
+	}
+	for k := range ps.Containers {
+		c := &ps.Containers[k]
+		c.Env = runtime.UpsertEnv(c.Env, env...)
+		c.VolumeMounts = upsertMount(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
+	}
+	return nil
+}
+
+// Volume is the projected volume of a TrainJob's trainer pods: a token for
+// the job's audience, and the CA from the job's ConfigMap.
+func Volume(job *trainer.TrainJob) corev1.Volume {
+	return corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience:          statusserver.Audience(job.Namespace, job.Name),
+				ExpirationSeconds: ptr.To[int64](TokenExpirationSeconds),
+				Path:              TokenFile,
+			}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(job.Name)},
+				Items:                []corev1.KeyToPath{{Key: CAFile, Path: CAFile}},
+			}},
+		},
+	}}}
+}
+
+// Build emits the CA ConfigMap, applied, so that a rotated CA reaches it.
+func (p *Progress) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+	if p.cfg == nil || info.PodSpec(info.TrainerJob) == nil {
+		return nil, nil
+	}
+	var ca []byte
+	if p.cfg.CA != nil {
+		ca = p.cfg.CA()
+	}
+	if len(ca) == 0 {
+		return nil, fmt.Errorf("the status server's CA certificate is not loaded yet")
+	}
+	return []plan.Child{plan.Apply(&corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(job.Name), Namespace: job.Namespace},
+		Data:       map[string]string{CAFile: string(ca)},
+	})}, nil
+}
+
+func upsertVolume(vs []corev1.Volume, v corev1.Volume) []corev1.Volume {
+	for k := range vs {
+		if vs[k].Name == v.Name {
+			vs[k] = v
+			return vs
+		}
+	}
+	return append(vs, v)
+}
+
+func upsertMount(ms []corev1.VolumeMount, m corev1.VolumeMount) []corev1.VolumeMount {
+	for k := range ms {
+		if ms[k].Name == m.Name || ms[k].MountPath == m.MountPath {
+			ms[k] = m
+			return ms
+		}
+	}
+	return append(ms, m)
+}
+
+// userSets says whether the TrainJob's spec.trainer.env sets a variable.
+func userSets(job *trainer.TrainJob, name string) bool {
+	if job.Spec.Trainer == nil {
+		return false
+	}
+	for _, e := range job.Spec.Trainer.Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+package statusserver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+)
+
+// DefaultCoalesceInterval is the least time between two writes of one
+// TrainJob's trainerStatus.
+const DefaultCoalesceInterval = time.Second
+
+// Options configure the server in the manager.
+type Options struct {
+	// Addr is where it listens, e.g. ":10443".
+	Addr string
+	// CertDir holds tls.crt and tls.key (the webhook's serving certificate).
+	CertDir string
+	// CoalesceInterval: see Coalescer (default DefaultCoalesceInterval).
+	CoalesceInterval time.Duration
+}
+
+// Setup adds the server to the manager. It serves once the certificate
+// files exist (with internal rotation they appear after the manager starts).
+func Setup(mgr ctrl.Manager, o Options) error {
+	if o.CoalesceInterval <= 0 {
+		o.CoalesceInterval = DefaultCoalesceInterval
+	}
+	reviews, err := authnclient.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("status server: %w", err)
+	}
+	log := ctrl.Log.WithName("status-server")
+	co := &Coalescer{
+		Interval: o.CoalesceInterval,
+		Write:    ApplyWriter(mgr.GetClient()),
+		OnError: func(key types.NamespacedName, err error) {
+			log.Error(err, "Writing a trainer status report", "trainJob", key)
+		},
+	}
+	h := &Handler{
+		Auth:      &Authorizer{Reviews: reviews.TokenReviews(), Pods: mgr.GetAPIReader(), CacheTTL: time.Minute},
+		Jobs:      mgr.GetClient(),
+		Coalescer: co,
+		Log:       log,
+	}
+	return mgr.Add(&runnable{opts: o, handler: h, co: co})
+}
+
+// runnable waits for the certificate, then serves it hot-reloaded.
+type runnable struct {
+	opts    Options
+	handler *Handler
+	co      *Coalescer
+}
+
+func (*runnable) NeedLeaderElection() bool { return false }
+
+func (r *runnable) Start(ctx context.Context) error {
+	r.co.Start(ctx)
+	var cw *certwatcher.CertWatcher
+	for {
+		var err error
+		cw, err = certwatcher.New(filepath.Join(r.opts.CertDir, "tls.crt"), filepath.Join(r.opts.CertDir, "tls.key"))
+		if err == nil {
+			break
+		}
+		r.handler.Log.V(1).Info("Waiting for the serving certificate", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			r.handler.Log.Error(err, "Watching the serving certificate")
+		}
+	}()
+	s := &Server{Addr: r.opts.Addr, Handler: r.handler.ServeMux(), GetCertificate: cw.GetCertificate, Log: r.handler.Log}
+	err := s.Start(ctx)
+	r.co.Wait()
+	return err
+}

@@ -1,0 +1,189 @@
+package statusserver
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainyard/trainyard/pkg/controller"
+	"github.com/trainyard/trainyard/pkg/statusserver"
+	"github.com/trainyard/trainyard/test/integration/framework"
+)
+
+// TestSetupInManager runs the server as the manager does (statusserver.Setup:
+// the certificate from a directory that is filled only after the manager
+// starts, HTTPS), with the manager's ServiceAccount bound to exactly the
+// ClusterRole of manifests/base, which therefore must allow the token
+// reviews, the pod reads and the status writes.
+func TestSetupInManager(t *testing.T) {
+	h := start(t, 10*time.Millisecond)
+	ctx := context.Background()
+	c := h.env.Client
+	ns := framework.NewNamespace(t, c, "setup")
+
+	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "manifests", "base", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&role,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainyard-manager", Namespace: ns}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "status-manager"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "trainyard-manager", Namespace: ns}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s: %v", o.GetName(), err)
+		}
+	}
+	tr, err := h.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "trainyard-manager", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(h.env.Config)
+	cfg.BearerToken = tr.Status.Token
+
+	cacheOpts, err := controller.CacheOptions(cfg, h.env.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: h.env.Scheme, Cache: cacheOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir, addr := t.TempDir(), freeAddress(t)
+	if err := statusserver.Setup(mgr, statusserver.Options{Addr: addr, CertDir: certDir, CoalesceInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mgrCtx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	pool := writeServingCert(t, certDir) // after the start, as cert-controller does
+
+	h.trainJob(t, ns, "mnist", "none")
+	good := "Bearer " + h.token(t, ns, h.pod(t, ns, "mnist-node-0-0", "mnist"), "mnist")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	post := func(auth string) (int, error) {
+		req, err := http.NewRequest(http.MethodPost, "https://"+addr+statusserver.Path(ns, "mnist"), strings.NewReader(upstreamBody))
+		if err != nil {
+			return 0, err
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	framework.Eventually(t, func() error { _, err := post(""); return err }) // serving once the certificate is there
+	if code, err := post(""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("POST without a token = %d, %v; want 401", code, err)
+	}
+	if code, err := post(good); err != nil || code != http.StatusOK {
+		t.Fatalf("POST = %d, %v; want 200", code, err)
+	}
+	framework.Eventually(t, func() error {
+		if st := h.trainerStatus(t, ns, "mnist"); st == nil || st.ProgressPercentage == nil || *st.ProgressPercentage != 42 {
+			return errStr("trainerStatus not written yet")
+		}
+		return nil
+	})
+}
+
+type errStr string
+
+func (e errStr) Error() string { return string(e) }
+
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// writeServingCert writes a CA-signed serving certificate for 127.0.0.1 into
+// dir (tls.crt, tls.key, ca.crt) and returns the CA as a pool.
+func writeServingCert(t *testing.T, dir string) *x509.CertPool {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, blk := range map[string]*pem.Block{
+		"ca.crt": {Type: "CERTIFICATE", Bytes: caDER}, "tls.crt": {Type: "CERTIFICATE", Bytes: der}, "tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(blk), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return pool
+}

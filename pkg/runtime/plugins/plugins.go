@@ -8,6 +8,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
@@ -39,6 +40,7 @@ func Ordered(opts Options) []framework.Plugin {
 	return []framework.Plugin{
 		resources.New(),
 		&torch.Torch{ClusterDomain: domain},
+		mpi.New(),
 		gang.New(mode),
 		jobset.New(),
 	}

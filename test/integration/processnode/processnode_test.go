@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
@@ -36,6 +37,8 @@ import (
 const nodeName = "pn-integration"
 
 var (
+	// agentStateDir is the agent's state directory.
+	agentStateDir string
 	cs        kubernetes.Interface
 	agent     *processnode.Agent
 	bridge    string
@@ -82,6 +85,7 @@ func run(m *testing.M) int {
 	}
 	kubeletHC = certs.client
 	stateDir := filepath.Join(dir, "state")
+	agentStateDir = stateDir
 	bridge = processnode.DefaultBridge(stateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	agent = processnode.New()
@@ -459,5 +463,53 @@ func TestMissingConfigMapWaits(t *testing.T) {
 	got := waitPod(t, ctx, ns, "waits", "finished", finished)
 	if got.Status.Phase != corev1.PodSucceeded || kubeletLogs(t, ns, "waits", "c", "") != "arrived\n" {
 		t.Errorf("phase %s, logs %q", got.Status.Phase, kubeletLogs(t, ns, "waits", "c", ""))
+	}
+}
+
+// TestVolumeOverStateDir: a pod may mount a volume over a directory that holds
+// the agent's state (an emptyDir on /tmp, as the MPI runtime's pods have, while
+// the state lives below /tmp): its other volumes, bound from the state
+// directory, must still be mounted, with the modes of their Secret items, and
+// what the pod writes to /tmp stays in the pod.
+func TestVolumeOverStateDir(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	const ns = "overstate"
+	createNamespace(t, ctx, ns)
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys"},
+		Data: map[string][]byte{"private": []byte("p"), "public": []byte("q")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stateTop := "/" + strings.Split(strings.TrimPrefix(agentStateDir, "/"), "/")[0]
+	marker := fmt.Sprintf("trainyard-it-marker-%d", time.Now().UnixNano())
+	keys := fmt.Sprintf("/trainyard-it-keys-%d", time.Now().UnixNano())
+	pod := shPod(ns, "over", fmt.Sprintf(`stat -c '%%a %%n' %[1]s/id %[1]s/id.pub %[1]s/authorized_keys
+cat %[1]s/id %[1]s/authorized_keys; echo
+touch %[2]s/%[3]s && ls %[2]s`, keys, stateTop, marker), corev1.RestartPolicyNever)
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: "keys", DefaultMode: ptr.To[int32](0o400),
+			Items: []corev1.KeyToPath{
+				{Key: "private", Path: "id", Mode: ptr.To[int32](0o640)},
+				{Key: "public", Path: "id.pub", Mode: ptr.To[int32](0o644)},
+				{Key: "public", Path: "authorized_keys"},
+			},
+		}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: stateTop}, {Name: "keys", MountPath: keys}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, ctx, ns, "over", "finished", finished)
+	logs := kubeletLogs(t, ns, "over", "c", "")
+	if p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("phase %s, status %+v\nlogs: %s", p.Status.Phase, p.Status, logs)
+	}
+	want := fmt.Sprintf("640 %[1]s/id\n644 %[1]s/id.pub\n400 %[1]s/authorized_keys\npq\n%[2]s\n", keys, marker)
+	if logs != want {
+		t.Errorf("logs:\n%s\nwant:\n%s", logs, want)
+	}
+	if _, err := os.Stat(filepath.Join(stateTop, marker)); err == nil {
+		t.Errorf("%s/%s was created on the host", stateTop, marker)
 	}
 }

@@ -59,7 +59,10 @@ func TestMain(m *testing.M) {
 	}
 	o := cluster.Options{
 		ProcessNodes: 1,
-		Runtimes:     []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
+		Runtimes: []string{
+			filepath.Join(repo, "runtimes", "torch-distributed.yaml"),
+			filepath.Join(repo, "runtimes", "mpi-distributed.yaml"), // mpi_test.go
+		},
 		// The default, said explicitly: pytorchjob_test.go runs kubeflow.org/v1 PyTorchJobs.
 		ManagerArgs: []string{"--enable-pytorchjob=true"},
 	}

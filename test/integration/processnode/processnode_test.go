@@ -27,8 +27,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/integration/framework"
@@ -39,10 +39,10 @@ const nodeName = "pn-integration"
 var (
 	// agentStateDir is the agent's state directory.
 	agentStateDir string
-	cs        kubernetes.Interface
-	agent     *processnode.Agent
-	bridge    string
-	kubeletHC *http.Client
+	cs            kubernetes.Interface
+	agent         *processnode.Agent
+	bridge        string
+	kubeletHC     *http.Client
 )
 
 func TestMain(m *testing.M) {

@@ -185,8 +185,8 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 			rt: func(rt *runtime.Runtime) {
 				rt.Spec.Template.Spec.Network.Subdomain = "mpi"
 			},
-			job: rtt.MakeTrainJob("ns", tj).NumNodes(2).NumProcPerNode(intstr.FromInt32(4)).Obj(),
-			wantCounts: map[string][2]int32{"node": {1, 1}, "launcher": {1, 1}},
+			job:          rtt.MakeTrainJob("ns", tj).NumNodes(2).NumProcPerNode(intstr.FromInt32(4)).Obj(),
+			wantCounts:   map[string][2]int32{"node": {1, 1}, "launcher": {1, 1}},
 			wantHostfile: "job-node-0-0.mpi slots=4\njob-launcher-0-0.mpi slots=4\n",
 			wantLauncher: ompiEnv("4"),
 		},
@@ -204,7 +204,7 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 				c := &rt.Spec.Template.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
 				c.Env = []corev1.EnvVar{rtt.Env("LOG", "info"), rtt.Env("KEEP", "1")}
 			},
-			job: rtt.MakeTrainJob("ns", tj).Image("me/train:v1").Env(rtt.Env("A", "a"), rtt.Env("LOG", "debug")).Obj(),
+			job:          rtt.MakeTrainJob("ns", tj).Image("me/train:v1").Env(rtt.Env("A", "a"), rtt.Env("LOG", "debug")).Obj(),
 			wantCounts:   map[string][2]int32{"node": {1, 1}, "launcher": {1, 1}},
 			wantHostfile: "job-node-0-0.job slots=1\njob-launcher-0-0.job slots=1\n",
 			wantLauncher: append(append([]corev1.EnvVar{rtt.Env("LOG", "debug"), rtt.Env("KEEP", "1")}, ompiEnv("1")...), rtt.Env("A", "a")),

@@ -341,3 +341,40 @@ func kinds(p *mpi.MPI) []string {
 	}
 	return out
 }
+
+// TestStatus: with the runtime's successPolicy the JobSet completes when the
+// launcher does (the node pods' sshd never exits); the TrainJob is Complete and
+// its jobsStatus lists the node job and the launcher, in the runtime's order.
+func TestStatus(t *testing.T) {
+	job := rtt.MakeTrainJob("ns", "job").NumNodes(3).Command("mpirun", "train").Obj()
+	js := build(t, job, loadRuntime(t, "deepspeed-distributed")).JobSet()
+	if diff := cmp.Diff(&jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAll, TargetReplicatedJobs: []string{"launcher"}}, js.Spec.SuccessPolicy); diff != "" {
+		t.Fatalf("successPolicy (-want +got):\n%s", diff)
+	}
+	at := metav1.Now()
+	js.Status = jobsetv1alpha2.JobSetStatus{
+		Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue,
+			Reason: "AllJobsCompleted", Message: "jobset completed successfully", LastTransitionTime: at}},
+		ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{
+			{Name: "launcher", Succeeded: 1},
+			{Name: "node", Active: 1, Ready: 1},
+		},
+	}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got trainer.TrainJobStatus
+	fw.Status(job, rtt.ObservedJobSet(js), &got)
+	want := trainer.TrainJobStatus{
+		Conditions: []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue,
+			Reason: "AllJobsCompleted", Message: "jobset completed successfully", LastTransitionTime: at}},
+		JobsStatus: []trainer.JobStatus{
+			{Name: "node", Ready: ptr.To[int32](1), Succeeded: ptr.To[int32](0), Failed: ptr.To[int32](0), Active: ptr.To[int32](1), Suspended: ptr.To[int32](0)},
+			{Name: "launcher", Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Active: ptr.To[int32](0), Suspended: ptr.To[int32](0)},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+}

@@ -135,6 +135,13 @@ func TestShippedRuntimes(t *testing.T) {
 			Image: "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", Entrypoint: "torchrun"},
 		"plain-ml": {Framework: "plainml", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
 			Image: "python:3.12-slim", Entrypoint: "python3"},
+		// MPI runtimes: the launcher's image; the slots per node are the count.
+		"mpi-distributed": {Framework: "mpi", NumNodes: 1, Device: Unknown, DeviceCount: "1",
+			Image: "debian:bookworm-slim", Entrypoint: "python3"},
+		"deepspeed-distributed": {Framework: "deepspeed", NumNodes: 1, Device: Unknown, DeviceCount: "1",
+			Image: "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0", Entrypoint: "python3"},
+		"mlx-distributed": {Framework: "mlx", NumNodes: 1, Device: Unknown, DeviceCount: "1",
+			Image: "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0", Entrypoint: "python3"},
 	}
 	files, err := filepath.Glob("../../runtimes/*.yaml")
 	if err != nil || len(files) == 0 {

@@ -136,7 +136,7 @@ func TestNew(t *testing.T) {
 		},
 		"the real plugins": {
 			plugins:   plugins.Ordered(plugins.Options{}),
-			wantNames: []string{"Resources", "Torch", "Kueue", "JobSet"},
+			wantNames: []string{"Resources", "Torch", "MPI", "Kueue", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},
@@ -485,8 +485,8 @@ func TestValidateWithRealPlugins(t *testing.T) {
 		},
 		"an unsupported framework": {
 			job: rtt.MakeTrainJob("ns", "job").Obj(),
-			rt: rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "mpi").MLPolicy(&trainer.MLPolicy{
-				MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}).Obj(),
+			rt: rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "xgboost").MLPolicy(&trainer.MLPolicy{
+				MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}).Obj(),
 			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.runtimeRef"}},
 		},
 		"an override of an unknown job": {

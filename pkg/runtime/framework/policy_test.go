@@ -26,7 +26,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 		"no mlPolicy":                 {},
 		"mlPolicy with only numNodes": {policy: &trainer.MLPolicy{NumNodes: new(int32)}},
 		"torch":                       {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}},
-		"mpi":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}, wantPolicy: "mpi"},
+		"mpi":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}},
 		"jax":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{JAX: &trainer.JAXMLPolicySource{}}}, wantPolicy: "jax"},
 		"xgboost":                     {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}, wantPolicy: "xgboost"},
 		"flux":                        {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}, wantPolicy: "flux"},
@@ -65,7 +65,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 				"does not run yet",
 				"ClusterTrainingRuntime",
 				rt.Name,
-				"supported: torch",
+				"supported: " + strings.Join(fw.ClaimedPolicies(), ", ") + ", or no framework policy",
 			} {
 				if !strings.Contains(errs[0].Detail, s) {
 					t.Errorf("message %q does not mention %q", errs[0].Detail, s)
@@ -88,7 +88,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]string{"torch"}, fw.ClaimedPolicies()); diff != "" {
+	if diff := cmp.Diff([]string{"mpi", "torch"}, fw.ClaimedPolicies()); diff != "" {
 		t.Errorf("ClaimedPolicies (-want +got):\n%s", diff)
 	}
 }

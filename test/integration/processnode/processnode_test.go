@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -512,4 +513,54 @@ touch %[2]s/%[3]s && ls %[2]s`, keys, stateTop, marker), corev1.RestartPolicyNev
 	if _, err := os.Stat(filepath.Join(stateTop, marker)); err == nil {
 		t.Errorf("%s/%s was created on the host", stateTop, marker)
 	}
+}
+
+// TestTCPReadinessProbe: a container with a tcpSocket readiness probe is not
+// ready while its port is closed, and becomes ready once it listens; the
+// probe connects from inside the pod's network namespace.
+func TestTCPReadinessProbe(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	const ns = "probe"
+	createNamespace(t, ctx, ns)
+	gate := t.TempDir()
+	pod := shPod(ns, "listen", `echo waiting; while [ ! -e /gate/open ]; do sleep 0.1; done
+exec python3 -c "import socket, time; s = socket.socket(); s.bind(('', 8080)); s.listen(); print('listening', flush=True); time.sleep(600)"`, corev1.RestartPolicyNever)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "gate", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: gate}}}}
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "gate", MountPath: "/gate"}}
+	c.Ports = []corev1.ContainerPort{{Name: "svc", ContainerPort: 8080}}
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("svc")}}, PeriodSeconds: 1}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods(ns).Delete(context.Background(), "listen", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	running := func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	}
+	p := waitPod(t, ctx, ns, "listen", "running", running)
+	// Nothing listens before the gate opens: the pod cannot be ready yet.
+	if podReady(p) || p.Status.ContainerStatuses[0].Ready {
+		t.Fatalf("pod ready before its port is open: %+v", p.Status)
+	}
+	if err := os.WriteFile(filepath.Join(gate, "open"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(t, ctx, ns, "listen", "ready", podReady)
+	if !p.Status.ContainerStatuses[0].Ready {
+		t.Errorf("pod Ready but its container not: %+v", p.Status.ContainerStatuses[0])
+	}
+	if logs := kubeletLogs(t, ns, "listen", "c", ""); logs != "waiting\nlistening\n" {
+		t.Errorf("logs %q", logs)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -156,7 +156,7 @@ func TestRuntimesCatalog(t *testing.T) {
 			job := sampleTrainJob(name, 2)
 			js := build(t, fw, rt, job)
 			if slices.Contains(mpiFrameworks, catalog[name]) {
-				checkMPIRuntime(t, rt, js, job)
+				checkMPIRuntime(t, rt, js)
 				return
 			}
 			node := jobSetContainer(t, js, "node", trainer.NodeContainer)
@@ -201,7 +201,7 @@ func TestRuntimesCatalog(t *testing.T) {
 // and OpenMPI's settings, after the nodes are Ready, and decides success; the
 // node job keeps the runtime's sshd and is sized from numNodes (the launcher
 // counts as a node when it runs ranks).
-func checkMPIRuntime(t *testing.T, rt *trainer.ClusterTrainingRuntime, js *jobsetv1alpha2.JobSet, job *trainer.TrainJob) {
+func checkMPIRuntime(t *testing.T, rt *trainer.ClusterTrainingRuntime, js *jobsetv1alpha2.JobSet) {
 	t.Helper()
 	mp := rt.Spec.MLPolicy
 	if mp == nil || mp.MPI == nil {

@@ -150,9 +150,13 @@ func TestRBACNoWildcards(t *testing.T) {
 	}
 }
 
-// TestSecretAccess checks that no ClusterRole reaches Secrets, and that a Role
-// does so only to list and watch (which an informer needs and resourceNames
-// cannot limit) or on Secrets it names.
+// TestSecretAccess checks that no ClusterRole reaches Secrets, except the
+// manager's, which creates each MPI TrainJob's SSH key Secret in the
+// TrainJob's namespace (as Kubeflow Trainer's manager does) and so may create,
+// get, list and watch Secrets, nothing more (they are never changed, and the
+// garbage collector deletes them); and that a Role does so only to list and
+// watch (which an informer needs and resourceNames cannot limit) or on Secrets
+// it names.
 func TestSecretAccess(t *testing.T) {
 	for _, d := range base(t).docs {
 		if d.kind() != "Role" && d.kind() != "ClusterRole" {
@@ -165,7 +169,11 @@ func TestSecretAccess(t *testing.T) {
 				continue
 			}
 			if d.kind() == "ClusterRole" {
-				t.Errorf("%s: rule %d grants %v on Secrets in every namespace", d, i, r.Verbs)
+				mpiKeys := d.name() == managerName && slices.Equal(r.Resources, []string{"secrets"}) &&
+					slices.Equal(sorted(r.Verbs), []string{"create", "get", "list", "watch"})
+				if !mpiKeys {
+					t.Errorf("%s: rule %d grants %v on Secrets in every namespace", d, i, r.Verbs)
+				}
 				continue
 			}
 			for _, v := range r.Verbs {
@@ -199,6 +207,10 @@ func TestManagerClusterRole(t *testing.T) {
 		// children of the plan like the JobSet, so watched (get, list, watch;
 		// only Trainyard's own, by label) and created once.
 		permissions("", []string{"services"}, "get", "list", "watch", "create", "delete"),
+		// MPI runtimes: each TrainJob's hostfile ConfigMap (applied) and SSH
+		// key Secret (created once, immutable); watched, Trainyard's own only.
+		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch"),
+		permissions("", []string{"secrets"}, "get", "list", "watch", "create"),
 		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),

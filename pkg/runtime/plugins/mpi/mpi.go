@@ -5,8 +5,11 @@
 // hostfile (a ConfigMap) and the OpenMPI settings that make mpirun use them.
 package mpi
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// The hostfile is applied (create, patch); the garbage collector deletes it with the TrainJob.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// The key Secret is created once and never changed; get, list and watch for the cache (which
+// keeps only Trainyard's own, by label), the garbage collector deletes it with the TrainJob.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 
 import (
 	"fmt"

@@ -146,7 +146,7 @@ func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, ob
 			}
 			now, action, err = s.syncJobSet(ctx, owner, p.Suspended, js, current)
 		case plan.RuleCreateOnce:
-			now, action, err = s.createOnce(ctx, owner, desired, current)
+			now, action, err = s.createOnce(ctx, owner, child, current)
 		case plan.RuleApply:
 			now, action, err = s.applyChild(ctx, owner, desired, current)
 		default:
@@ -211,10 +211,17 @@ func (s *Syncer) notOwned(ctx context.Context, owner, obj client.Object) error {
 		ErrNotOwned, s.kindOf(obj), obj.GetNamespace(), obj.GetName(), s.kindOf(owner), owner.GetName())
 }
 
-// createOnce applies plan.RuleCreateOnce.
-func (s *Syncer) createOnce(ctx context.Context, owner, desired, current client.Object) (client.Object, Action, error) {
+// createOnce applies plan.RuleCreateOnce; the child's BeforeCreate runs only
+// when the object is about to be created.
+func (s *Syncer) createOnce(ctx context.Context, owner client.Object, child plan.Child, current client.Object) (client.Object, Action, error) {
 	if current != nil {
 		return current, None, nil
+	}
+	desired := child.Object
+	if child.BeforeCreate != nil {
+		if err := child.BeforeCreate(desired); err != nil {
+			return nil, None, fmt.Errorf("preparing %s %s: %w", s.kindOf(desired), desired.GetName(), err)
+		}
 	}
 	if err := s.create(ctx, owner, desired); err != nil {
 		if apierrors.IsAlreadyExists(err) && !errors.Is(err, ErrNotOwned) {

@@ -614,6 +614,72 @@ func TestCreateOnce(t *testing.T) {
 	}
 }
 
+// TestCreateOnceBeforeCreate: the hook fills the object only when the syncer
+// creates it; its content is what gets stored, and a failing hook writes nothing.
+func TestCreateOnceBeforeCreate(t *testing.T) {
+	errBoom := errors.New("boom")
+	cases := map[string]struct {
+		objs       []client.Object
+		observed   bool
+		hookErr    error
+		wantCalls  int
+		wantWrites []string
+		wantData   map[string][]byte
+		wantErr    error
+	}{
+		"absent: filled, then created": {
+			wantCalls:  1,
+			wantWrites: []string{"create Secret/ssh"},
+			wantData:   map[string][]byte{"key": []byte("made once")},
+		},
+		"present: never called": {
+			objs:     []client.Object{ownedBy(t, secret("ssh"), owner())},
+			observed: true,
+		},
+		"hook fails: nothing written": {
+			hookErr:   errBoom,
+			wantCalls: 1,
+			wantErr:   errBoom,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, log := newSyncer(t, nil, nil, tc.objs...)
+			var observed Children
+			if tc.observed {
+				observed = observedAll(readBack(t, s.Client, tc.objs))
+			}
+			calls := 0
+			fill := func(obj client.Object) error {
+				calls++
+				if tc.hookErr != nil {
+					return tc.hookErr
+				}
+				obj.(*corev1.Secret).Data = map[string][]byte{"key": []byte("made once")}
+				return nil
+			}
+			p := &plan.Plan{Children: []plan.Child{plan.CreateOnceWith(secret("ssh"), fill)}}
+			_, err := s.Sync(context.Background(), owner(), p, observed)
+			checkErr(t, err, tc.wantErr, "")
+			if calls != tc.wantCalls {
+				t.Errorf("BeforeCreate called %d times, want %d", calls, tc.wantCalls)
+			}
+			if diff := cmp.Diff(tc.wantWrites, log.writes); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if tc.wantData != nil {
+				got := &corev1.Secret{}
+				if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "ssh"}, got); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.wantData, got.Data); diff != "" {
+					t.Errorf("stored data (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
 func configMap(data string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hosts"}, Data: map[string]string{"hostfile": data}}
 }

@@ -31,6 +31,12 @@ const (
 type Child struct {
 	Object client.Object
 	Rule   Rule
+	// BeforeCreate, when set, completes Object just before the syncer creates
+	// it, and is never called otherwise. It is for content that is costly or
+	// random to make (an SSH key pair) on a child that is created once: the
+	// pipeline stays cheap and pure on every pass, and the content is made
+	// once, when it is needed.
+	BeforeCreate func(client.Object) error
 }
 
 // JobSet returns the child for the job's JobSet.
@@ -38,6 +44,12 @@ func JobSet(js *jobsetv1alpha2.JobSet) Child { return Child{Object: js, Rule: Ru
 
 // CreateOnce returns a child that is created once and never updated.
 func CreateOnce(obj client.Object) Child { return Child{Object: obj, Rule: RuleCreateOnce} }
+
+// CreateOnceWith returns a create-once child whose content fill makes just
+// before it is created (see Child.BeforeCreate).
+func CreateOnceWith(obj client.Object, fill func(client.Object) error) Child {
+	return Child{Object: obj, Rule: RuleCreateOnce, BeforeCreate: fill}
+}
 
 // Apply returns a child that is applied whenever its rendering changes.
 func Apply(obj client.Object) Child { return Child{Object: obj, Rule: RuleApply} }

@@ -60,14 +60,17 @@
 // the command cannot be started), CreateContainerConfigError while a ConfigMap or
 // Secret is missing, activeDeadlineSeconds (Failed/DeadlineExceeded), deletion
 // (SIGTERM to the process group, the deletion's grace period, SIGKILL, then the
-// pod is removed from the API server), hostNetwork pods, and the kubelet API's
+// pod is removed from the API server), hostNetwork pods, tcpSocket readiness
+// probes (dialled from the pod's network namespace; ready only once the port
+// accepts), and the kubelet API's
 // containerLogs (kubectl logs, -f, --previous, --tail, --timestamps, --since,
 // --limit-bytes) over HTTPS with client certificates.
 //
 // Not implemented: images and image pull policy, resource limits (no cgroups: a
 // pod may use the whole machine; so the Node advertises DefaultCPUOvercommit
 // CPUs per host CPU, --cpu-overcommit, and a TrainJob asking for more CPUs than
-// the machine has runs with its pods sharing the cores), probes (a running container is ready),
+// the machine has runs with its pods sharing the cores), liveness and startup
+// probes and readiness probes other than tcpSocket (a running container is ready),
 // lifecycle hooks, restartable init containers (sidecars), securityContext (pods run
 // as root with the host's capabilities), exec/attach/port-forward, metrics and
 // stats, service links and KUBERNETES_SERVICE_* (Service IPs are unreachable),

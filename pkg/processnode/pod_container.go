@@ -55,8 +55,14 @@ func (r *podRun) runContainer(c corev1.Container, env, argv []string) (int32, bo
 		s := r.statuses[c.Name]
 		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
 		s.ContainerID = fmt.Sprintf("process://%s/%s", r.uid, id)
-		s.Ready, s.Started = true, ptrTo(true)
+		// Without a probe the kubelet deems a running container ready.
+		s.Ready, s.Started = tcpReadiness(&c) == nil, ptrTo(true)
 	})
+	if tcpReadiness(&c) != nil {
+		probing := make(chan struct{})
+		defer close(probing)
+		go r.probeReadiness(c, id, probing)
+	}
 
 	termSent, killSent := false, false
 	var killTimer <-chan time.Time

@@ -50,11 +50,15 @@ type sbCommand struct {
 	Dir    string   `json:"dir,omitempty"`
 	Log    string   `json:"log,omitempty"` // relative to PodDir
 	Signal int      `json:"signal,omitempty"`
+	// Addr and TimeoutMS are for "dial": a TCP probe from inside the pod's
+	// network namespace (the host has no route to the pods).
+	Addr      string `json:"addr,omitempty"`
+	TimeoutMS int    `json:"timeoutMS,omitempty"`
 }
 
 // sbEvent is one line the sandbox writes to its stdout.
 type sbEvent struct {
-	Op      string `json:"op"` // ready, started, start-failed, exited, error
+	Op      string `json:"op"` // ready, started, start-failed, exited, dialed, error
 	ID      string `json:"id,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Code    int    `json:"code,omitempty"`

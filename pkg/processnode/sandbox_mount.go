@@ -20,12 +20,47 @@ func setupSandbox(spec sandboxSpec) error {
 			return fmt.Errorf("sethostname: %w", err)
 		}
 	}
-	m := &mounter{podDir: spec.PodDir, owned: map[string]bool{}}
+	m := &mounter{podDir: spec.PodDir, podDirRef: spec.PodDir, owned: map[string]bool{}}
+	// A new top-level directory means a new root (see shadow): pivot first,
+	// while every path still resolves, so that what is pinned below lives in
+	// the new root.
+	for _, p := range append(targets(spec.Mounts), spec.Dirs...) {
+		top := filepath.Join("/", strings.SplitN(strings.TrimPrefix(filepath.Clean(p), "/"), "/", 2)[0])
+		if _, err := os.Lstat(top); err != nil && top != "/" && !m.owned["/"] {
+			if err := m.shadow("/"); err != nil {
+				return fmt.Errorf("shadowing /: %w", err)
+			}
+		}
+	}
+	// A mount may cover the state directory (an emptyDir on /tmp when the
+	// state lives below /tmp): every path in it is pinned first, as an open
+	// descriptor reached through /proc/self/fd, which no later mount hides.
+	pin := pinner{}
+	defer pin.close()
+	podDir, err := pin.path(spec.PodDir)
+	if err != nil {
+		return fmt.Errorf("pod directory: %w", err)
+	}
+	m.podDirRef = podDir
 	mounts := append([]mountSpec(nil), spec.Mounts...)
 	// Parents before children.
 	sort.SliceStable(mounts, func(i, j int) bool {
 		return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
 	})
+	for k := range mounts {
+		mt := &mounts[k]
+		if mt.Tmpfs {
+			if m.mayCreateIn(filepath.Clean(mt.Target)) {
+				if mt.Target, err = pin.path(mt.Target); err != nil {
+					return fmt.Errorf("tmpfs mount target: %w", err)
+				}
+			}
+			continue
+		}
+		if mt.Source, err = pin.path(mt.Source); err != nil {
+			return fmt.Errorf("mount source for %s: %w", mt.Target, err)
+		}
+	}
 	for _, mt := range mounts {
 		if err := m.mount(mt); err != nil {
 			return fmt.Errorf("mounting %s: %w", mt.Target, err)
@@ -49,9 +84,10 @@ func setupSandbox(spec sandboxSpec) error {
 // holds bind mounts of all its entries (the root directory by pivoting into such a
 // tmpfs), so the new entry lives in memory of this mount namespace only.
 type mounter struct {
-	podDir  string
-	owned   map[string]bool // directories whose entries we may create
-	shadows int
+	podDir    string
+	podDirRef string          // podDir, pinned (see pinner)
+	owned     map[string]bool // directories whose entries we may create
+	shadows   int
 }
 
 func (m *mounter) mount(mt mountSpec) error {
@@ -69,6 +105,34 @@ func (m *mounter) mount(mt mountSpec) error {
 		return unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, "")
 	}
 	return nil
+}
+
+func targets(mounts []mountSpec) []string {
+	out := make([]string, 0, len(mounts))
+	for _, mt := range mounts {
+		out = append(out, mt.Target)
+	}
+	return out
+}
+
+// pinner keeps paths reachable whatever gets mounted over them: path opens
+// each with O_PATH and returns /proc/self/fd/<fd>, a link the kernel resolves
+// to the opened file itself, for mount(2) as for any other call.
+type pinner struct{ fds []int }
+
+func (p *pinner) path(path string) (string, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	p.fds = append(p.fds, fd)
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
+}
+
+func (p *pinner) close() {
+	for _, fd := range p.fds {
+		_ = unix.Close(fd)
+	}
 }
 
 // mayCreateIn reports whether entries may be created in dir: a directory of ours
@@ -122,7 +186,7 @@ func (m *mounter) shadow(dir string) error {
 	if err != nil {
 		return err
 	}
-	staging := filepath.Join(m.podDir, "shadow", strconv.Itoa(m.shadows))
+	staging := filepath.Join(m.podDirRef, "shadow", strconv.Itoa(m.shadows))
 	m.shadows++
 	if err := os.MkdirAll(staging, 0o700); err != nil {
 		return err

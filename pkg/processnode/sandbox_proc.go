@@ -2,6 +2,7 @@ package processnode
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,17 @@ func (s *sandboxProc) handle(c sbCommand) {
 			return
 		}
 		s.out.send(sbEvent{Op: "started", ID: c.ID, PID: pid})
+	case "dial":
+		go func() {
+			ev := sbEvent{Op: "dialed", ID: c.ID}
+			conn, err := net.DialTimeout("tcp", c.Addr, time.Duration(c.TimeoutMS)*time.Millisecond)
+			if err != nil {
+				ev.Code, ev.Message = 1, err.Error()
+			} else {
+				_ = conn.Close()
+			}
+			s.out.send(ev)
+		}()
 	case "signal":
 		s.mu.Lock()
 		for pid, p := range s.procs {

@@ -153,10 +153,10 @@ func TestRBACNoWildcards(t *testing.T) {
 // TestSecretAccess checks that no ClusterRole but the manager's reaches
 // Secrets, and that a Role does so only to list and watch (which an informer
 // needs and resourceNames cannot limit) or on Secrets it names. The manager
-// writes Secrets that are children of TrainJobs (a Flux job's CURVE
-// certificate), in the TrainJobs' namespaces, whose names it cannot know in
-// advance; it caches only its own (by label), and TestManagerClusterRole pins
-// exactly what it gets.
+// writes Secrets that are children of TrainJobs (an MPI job's SSH key, a Flux
+// job's CURVE certificate), in the TrainJobs' namespaces, whose names it cannot
+// know in advance, as Kubeflow Trainer's manager does; it caches only its own
+// (by label), and TestManagerClusterRole pins exactly what it gets.
 func TestSecretAccess(t *testing.T) {
 	for _, d := range base(t).docs {
 		if d.kind() != "Role" && d.kind() != "ClusterRole" {

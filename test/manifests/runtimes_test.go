@@ -38,7 +38,14 @@ var catalog = map[string]string{
 	"torchtune-llama3.2-1b":          "torchtune",
 	"torchtune-llama3.2-3b":          "torchtune",
 	"torchtune-qwen2.5-1.5b":         "torchtune",
+	"mpi-distributed":                "mpi",
+	"deepspeed-distributed":          "deepspeed",
+	"mlx-distributed":                "mlx",
 }
+
+// mpiFrameworks are the catalog's MPI runtimes: a launcher (the trainer) and a
+// node job of SSH servers.
+var mpiFrameworks = []string{"mpi", "deepspeed", "mlx"}
 
 const gpuResource corev1.ResourceName = "nvidia.com/gpu"
 
@@ -155,6 +162,10 @@ func TestRuntimesCatalog(t *testing.T) {
 
 			job := sampleTrainJob(name, 2)
 			js := build(t, fw, rt, job)
+			if slices.Contains(mpiFrameworks, catalog[name]) {
+				checkMPIRuntime(t, rt, js)
+				return
+			}
 			node := jobSetContainer(t, js, "node", trainer.NodeContainer)
 			rj := replicatedJob(t, js, "node")
 			if got := ptr.Deref(rj.Template.Spec.Parallelism, 0); got != 2 {
@@ -210,6 +221,46 @@ func TestRuntimesCatalog(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkMPIRuntime: the launcher runs the TrainJob's program with the hostfile
+// and OpenMPI's settings, after the nodes are Ready, and decides success; the
+// node job keeps the runtime's sshd and is sized from numNodes (the launcher
+// counts as a node when it runs ranks).
+func checkMPIRuntime(t *testing.T, rt *trainer.ClusterTrainingRuntime, js *jobsetv1alpha2.JobSet) {
+	t.Helper()
+	mp := rt.Spec.MLPolicy
+	if mp == nil || mp.MPI == nil {
+		t.Fatal("an MPI runtime needs mlPolicy.mpi")
+	}
+	launcher := jobSetContainer(t, js, "launcher", trainer.NodeContainer)
+	if launcher.Image != "registry.example.com/team/train:v1" {
+		t.Errorf("launcher image %q, want the TrainJob's", launcher.Image)
+	}
+	if got := envValue(launcher, "EPOCHS"); got != "3" {
+		t.Errorf("EPOCHS=%q on the launcher, want the TrainJob's 3", got)
+	}
+	if got := envValue(launcher, "OMPI_MCA_orte_default_hostfile"); got != "/etc/mpi/hostfile" {
+		t.Errorf("OMPI_MCA_orte_default_hostfile=%q", got)
+	}
+	node := jobSetContainer(t, js, "node", trainer.NodeContainer)
+	if len(node.Command) == 0 || node.Image == launcher.Image {
+		t.Errorf("node container %q %q: want the runtime's image and sshd command", node.Image, node.Command)
+	}
+	wantNodes := int32(2)
+	if ptr.Deref(mp.MPI.RunLauncherAsNode, false) {
+		wantNodes = 1
+	}
+	if got := ptr.Deref(replicatedJob(t, js, "node").Template.Spec.Parallelism, 0); got != wantNodes {
+		t.Errorf("node job parallelism %d, want %d", got, wantNodes)
+	}
+	l := replicatedJob(t, js, "launcher")
+	if diff := cmp.Diff([]jobsetv1alpha2.DependsOn{{Name: "node", Status: jobsetv1alpha2.DependencyReady}}, l.DependsOn); diff != "" {
+		t.Errorf("launcher dependsOn (-want +got):\n%s", diff)
+	}
+	if sp := js.Spec.SuccessPolicy; sp == nil || !slices.Equal(sp.TargetReplicatedJobs, []string{"launcher"}) {
+		t.Errorf("successPolicy %+v, want the launcher's success", sp)
 	}
 }
 

@@ -136,7 +136,7 @@ func TestNew(t *testing.T) {
 		},
 		"the real plugins": {
 			plugins:   plugins.Ordered(plugins.Options{}),
-			wantNames: []string{"Resources", "Initializer", "Torch", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "JobSet"},
+			wantNames: []string{"Resources", "Initializer", "Torch", "MPI", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},
@@ -482,12 +482,6 @@ func TestValidateWithRealPlugins(t *testing.T) {
 				{Type: field.ErrorTypeInvalid, Field: "spec.trainer.env[0].name"},
 				{Type: field.ErrorTypeInvalid, Field: "spec.trainer.numNodes"},
 			},
-		},
-		"an unsupported framework": {
-			job: rtt.MakeTrainJob("ns", "job").Obj(),
-			rt: rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "mpi").MLPolicy(&trainer.MLPolicy{
-				MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}).Obj(),
-			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.runtimeRef"}},
 		},
 		"an override of an unknown job": {
 			job: rtt.MakeTrainJob("ns", "job").PodTemplateOverride(trainer.PodTemplateOverride{

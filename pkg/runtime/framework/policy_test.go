@@ -20,23 +20,41 @@ import (
 func TestUnclaimedPolicies(t *testing.T) {
 	cases := map[string]struct {
 		policy *trainer.MLPolicy
+		// withoutPlugin names a plugin left out of the framework.
+		withoutPlugin string
 		// wantPolicy is the policy named in the message ("" for no error).
 		wantPolicy string
 	}{
 		"no mlPolicy":                 {},
 		"mlPolicy with only numNodes": {policy: &trainer.MLPolicy{NumNodes: new(int32)}},
 		"torch":                       {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}},
-		"mpi":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}, wantPolicy: "mpi"},
+		"mpi":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}},
 		"jax":                         {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{JAX: &trainer.JAXMLPolicySource{}}}},
 		"xgboost":                     {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{XGBoost: &trainer.XGBoostMLPolicySource{}}}},
 		"flux":                        {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}},
+		// Every policy has its plugin now; a framework without the MPI
+		// plugin shows what happens to a policy nobody claims.
+		"mpi without its plugin": {policy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}},
+			withoutPlugin: "MPI", wantPolicy: "mpi"},
 	}
-	fw, err := plugins.NewFramework()
+	all, err := plugins.NewFramework()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			fw := all
+			if tc.withoutPlugin != "" {
+				var ps []framework.Plugin
+				for _, p := range plugins.Ordered(plugins.Options{}) {
+					if p.Name() != tc.withoutPlugin {
+						ps = append(ps, p)
+					}
+				}
+				if fw, err = framework.New(ps...); err != nil {
+					t.Fatal(err)
+				}
+			}
 			w := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "rt-"+name)
 			if tc.policy != nil {
 				w.MLPolicy(tc.policy)
@@ -65,7 +83,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 				"does not run yet",
 				"ClusterTrainingRuntime",
 				rt.Name,
-				"supported: " + strings.Join(fw.ClaimedPolicies(), ", "),
+				"supported: " + strings.Join(fw.ClaimedPolicies(), ", ") + ", or no framework policy",
 			} {
 				if !strings.Contains(errs[0].Detail, s) {
 					t.Errorf("message %q does not mention %q", errs[0].Detail, s)
@@ -88,7 +106,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]string{"flux", "jax", "torch", "xgboost"}, fw.ClaimedPolicies()); diff != "" {
+	if diff := cmp.Diff([]string{"flux", "jax", "mpi", "torch", "xgboost"}, all.ClaimedPolicies()); diff != "" {
 		t.Errorf("ClaimedPolicies (-want +got):\n%s", diff)
 	}
 }

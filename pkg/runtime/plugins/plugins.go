@@ -11,6 +11,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
@@ -51,6 +52,7 @@ func Ordered(opts Options) []framework.Plugin {
 		resources.New(),
 		initializer.New(),
 		&torch.Torch{ClusterDomain: domain},
+		mpi.New(),
 		jax.New(),
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},

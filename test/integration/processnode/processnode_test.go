@@ -27,7 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/integration/framework"
@@ -36,10 +38,12 @@ import (
 const nodeName = "pn-integration"
 
 var (
-	cs        kubernetes.Interface
-	agent     *processnode.Agent
-	bridge    string
-	kubeletHC *http.Client
+	// agentStateDir is the agent's state directory.
+	agentStateDir string
+	cs            kubernetes.Interface
+	agent         *processnode.Agent
+	bridge        string
+	kubeletHC     *http.Client
 )
 
 func TestMain(m *testing.M) {
@@ -82,6 +86,7 @@ func run(m *testing.M) int {
 	}
 	kubeletHC = certs.client
 	stateDir := filepath.Join(dir, "state")
+	agentStateDir = stateDir
 	bridge = processnode.DefaultBridge(stateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	agent = processnode.New()
@@ -460,4 +465,102 @@ func TestMissingConfigMapWaits(t *testing.T) {
 	if got.Status.Phase != corev1.PodSucceeded || kubeletLogs(t, ns, "waits", "c", "") != "arrived\n" {
 		t.Errorf("phase %s, logs %q", got.Status.Phase, kubeletLogs(t, ns, "waits", "c", ""))
 	}
+}
+
+// TestVolumeOverStateDir: a pod may mount a volume over a directory that holds
+// the agent's state (an emptyDir on /tmp, as the MPI runtime's pods have, while
+// the state lives below /tmp): its other volumes, bound from the state
+// directory, must still be mounted, with the modes of their Secret items, and
+// what the pod writes to /tmp stays in the pod.
+func TestVolumeOverStateDir(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	const ns = "overstate"
+	createNamespace(t, ctx, ns)
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys"},
+		Data: map[string][]byte{"private": []byte("p"), "public": []byte("q")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stateTop := "/" + strings.Split(strings.TrimPrefix(agentStateDir, "/"), "/")[0]
+	marker := fmt.Sprintf("trainyard-it-marker-%d", time.Now().UnixNano())
+	keys := fmt.Sprintf("/trainyard-it-keys-%d", time.Now().UnixNano())
+	pod := shPod(ns, "over", fmt.Sprintf(`stat -c '%%a %%n' %[1]s/id %[1]s/id.pub %[1]s/authorized_keys
+cat %[1]s/id %[1]s/authorized_keys; echo
+touch %[2]s/%[3]s && ls %[2]s`, keys, stateTop, marker), corev1.RestartPolicyNever)
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: "keys", DefaultMode: ptr.To[int32](0o400),
+			Items: []corev1.KeyToPath{
+				{Key: "private", Path: "id", Mode: ptr.To[int32](0o640)},
+				{Key: "public", Path: "id.pub", Mode: ptr.To[int32](0o644)},
+				{Key: "public", Path: "authorized_keys"},
+			},
+		}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: stateTop}, {Name: "keys", MountPath: keys}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, ctx, ns, "over", "finished", finished)
+	logs := kubeletLogs(t, ns, "over", "c", "")
+	if p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("phase %s, status %+v\nlogs: %s", p.Status.Phase, p.Status, logs)
+	}
+	want := fmt.Sprintf("640 %[1]s/id\n644 %[1]s/id.pub\n400 %[1]s/authorized_keys\npq\n%[2]s\n", keys, marker)
+	if logs != want {
+		t.Errorf("logs:\n%s\nwant:\n%s", logs, want)
+	}
+	if _, err := os.Stat(filepath.Join(stateTop, marker)); err == nil {
+		t.Errorf("%s/%s was created on the host", stateTop, marker)
+	}
+}
+
+// TestTCPReadinessProbe: a container with a tcpSocket readiness probe is not
+// ready while its port is closed, and becomes ready once it listens; the
+// probe connects from inside the pod's network namespace.
+func TestTCPReadinessProbe(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	const ns = "probe"
+	createNamespace(t, ctx, ns)
+	gate := t.TempDir()
+	pod := shPod(ns, "listen", `echo waiting; while [ ! -e /gate/open ]; do sleep 0.1; done
+exec python3 -c "import socket, time; s = socket.socket(); s.bind(('', 8080)); s.listen(); print('listening', flush=True); time.sleep(600)"`, corev1.RestartPolicyNever)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "gate", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: gate}}}}
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "gate", MountPath: "/gate"}}
+	c.Ports = []corev1.ContainerPort{{Name: "svc", ContainerPort: 8080}}
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("svc")}}, PeriodSeconds: 1}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods(ns).Delete(context.Background(), "listen", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	running := func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	}
+	p := waitPod(t, ctx, ns, "listen", "running", running)
+	// Nothing listens before the gate opens: the pod cannot be ready yet.
+	if podReady(p) || p.Status.ContainerStatuses[0].Ready {
+		t.Fatalf("pod ready before its port is open: %+v", p.Status)
+	}
+	if err := os.WriteFile(filepath.Join(gate, "open"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(t, ctx, ns, "listen", "ready", podReady)
+	if !p.Status.ContainerStatuses[0].Ready {
+		t.Errorf("pod Ready but its container not: %+v", p.Status.ContainerStatuses[0])
+	}
+	if logs := kubeletLogs(t, ns, "listen", "c", ""); logs != "waiting\nlistening\n" {
+		t.Errorf("logs %q", logs)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

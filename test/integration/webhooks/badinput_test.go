@@ -44,8 +44,9 @@ var debug = corev1.EnvVar{Name: "DEBUG", Value: "1"}
 func TestBadTrainJobsAreRejected(t *testing.T) {
 	ns := newNamespace(t)
 	newRuntime(t, ns, "rt")
+	// An MPI runtime that runs the launcher as a node but has no launcher job.
 	mpi := runtimeSpec()
-	mpi.MLPolicy.Torch, mpi.MLPolicy.MPI = nil, &trainer.MPIMLPolicySource{}
+	mpi.MLPolicy.Torch, mpi.MLPolicy.MPI = nil, &trainer.MPIMLPolicySource{RunLauncherAsNode: ptr.To(true)}
 	require.NoError(t, env.Client.Create(ctx(), &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mpi"}, Spec: mpi}))
 
 	cases := []struct {
@@ -60,8 +61,14 @@ func TestBadTrainJobsAreRejected(t *testing.T) {
 			"spec.runtimeRef.kind", `Unsupported value: "Deployment"`},
 		{"runtime in an unknown group", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.RuntimeRef.APIGroup = ptr.To("example.com") }),
 			"spec.runtimeRef.kind", "Unsupported value"},
-		{"runtime with a policy Trainyard does not run", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.RuntimeRef.Name = "mpi" }),
-			"spec.runtimeRef", "uses mlPolicy.mpi, which Trainyard does not run yet"},
+		{"reserved OpenMPI env on an MPI runtime", job(ns, "a", func(j *trainer.TrainJob) {
+			j.Spec.RuntimeRef.Name = "mpi"
+			j.Spec.Trainer.Env = []corev1.EnvVar{debug, {Name: "OMPI_MCA_orte_set_default_slots", Value: "8"}}
+		}), "spec.trainer.env", "must not have reserved envs, invalid envs configured: [OMPI_MCA_orte_set_default_slots]"},
+		{"several MPI nodes with the launcher as a node but no launcher job", job(ns, "a", func(j *trainer.TrainJob) {
+			j.Spec.RuntimeRef.Name = "mpi"
+			j.Spec.Trainer.NumNodes = ptr.To[int32](2)
+		}), "spec.trainer.numNodes", "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node"},
 		{"reserved env PET_NNODES", job(ns, "a", func(j *trainer.TrainJob) {
 			j.Spec.Trainer.Env = []corev1.EnvVar{debug, {Name: "PET_NNODES", Value: "3"}}
 		}),

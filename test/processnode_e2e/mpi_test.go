@@ -1,0 +1,120 @@
+package processnode_e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+)
+
+// allreduce is the MPI program: every rank contributes rank+1 and prints the
+// sum, which is n(n+1)/2 only when all n ranks took part.
+const allreduce = `from mpi4py import MPI
+import socket
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+total = comm.allreduce(rank + 1, op=MPI.SUM)
+print(f"MPI_RESULT rank={rank} size={size} sum={total} host={socket.gethostname()}", flush=True)
+`
+
+// TestMPIAllreduce runs a 2-node TrainJob on runtimes/mpi-distributed.yaml: the
+// node pods run Debian's sshd in their own network namespaces, the launcher
+// runs mpirun with the hostfile and the SSH keys Trainyard made, and mpi4py
+// allreduces across the ranks, one per node pod.
+func TestMPIAllreduce(t *testing.T) {
+	for _, p := range []string{"/usr/sbin/sshd", "/usr/bin/mpirun", "/usr/bin/ssh", "/usr/bin/ssh-keygen"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s missing (install Debian's openssh-server and openmpi-bin, as `make debian-packages` does)", p)
+		}
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import mpi4py").Run(); err != nil {
+		t.Skip("/usr/bin/python3 cannot import mpi4py (install Debian's python3-mpi4py)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const ns, name = "mpi-e2e", "allreduce"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "mpi-distributed"},
+			Trainer: &trainer.Trainer{
+				NumNodes: ptr.To[int32](2),
+				Command:  []string{"mpirun", "/usr/bin/python3", "-c", allreduce},
+			},
+		},
+	}
+	start := time.Now()
+	if err := c.Client().Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitFinished(t, ctx, ns, name)
+	t.Logf("TrainJob %s: %s/%s after %s", name, cond.Type, cond.Reason, time.Since(start).Round(100*time.Millisecond))
+
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/replicatedjob-name=launcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("%d launcher pods, want 1", len(pods.Items))
+	}
+	raw, err := cs.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: "node"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("launcher logs: %v", err)
+	}
+	logs := string(raw)
+	if cond.Type != trainer.TrainJobComplete {
+		t.Fatalf("TrainJob %s: %s (%s), want Complete; launcher logs:\n%s", name, cond.Type, cond.Message, logs)
+	}
+	hosts := map[string]bool{}
+	for rank := range 2 {
+		prefix := fmt.Sprintf("MPI_RESULT rank=%d size=2 sum=3 host=", rank)
+		line := ""
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("rank %d: no %q line in the launcher's logs:\n%s", rank, prefix, logs)
+			continue
+		}
+		t.Logf("launcher: %s", line)
+		hosts[strings.TrimPrefix(line, prefix)] = true
+	}
+	// One rank per node pod: the hostfile gives each node one slot.
+	for _, want := range []string{name + "-node-0-0", name + "-node-0-1"} {
+		if !hosts[want] {
+			t.Errorf("no rank ran on %s (ranks ran on %v)", want, hosts)
+		}
+	}
+
+	var got trainer.TrainJob
+	if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got.Status.JobsStatus {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "node,launcher" {
+		t.Errorf("jobsStatus names %v, want [node launcher]", names)
+	}
+	for _, s := range got.Status.JobsStatus {
+		if s.Name == "launcher" && ptr.Deref(s.Succeeded, 0) != 1 {
+			t.Errorf("launcher jobsStatus %+v, want 1 succeeded", s)
+		}
+	}
+}

@@ -196,6 +196,28 @@ func UpsertEnv(env []corev1.EnvVar, vars ...corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
+// UpsertVolumes returns vols with each of add set by name: a volume of the same
+// name is replaced in place, a new one is appended (Kubeflow Trainer's merge
+// rule). The input slice is not modified.
+func UpsertVolumes(vols []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
+	return upsert(vols, deepCopies(add), func(v corev1.Volume) string { return v.Name })
+}
+
+// UpsertMounts returns mounts with each of add set by mount path: a mount on the
+// same path is replaced (a path holds one volume), a new one is appended
+// (Kubeflow Trainer's merge rule). The input slice is not modified.
+func UpsertMounts(mounts []corev1.VolumeMount, add ...corev1.VolumeMount) []corev1.VolumeMount {
+	return upsert(mounts, add, func(m corev1.VolumeMount) string { return m.MountPath })
+}
+
+func deepCopies(vols []corev1.Volume) []corev1.Volume {
+	out := make([]corev1.Volume, len(vols))
+	for k := range vols {
+		vols[k].DeepCopyInto(&out[k])
+	}
+	return out
+}
+
 // UpsertPort adds a container port unless one with the same number exists.
 func UpsertPort(c *corev1.Container, port corev1.ContainerPort) {
 	for _, p := range c.Ports {

@@ -290,3 +290,23 @@ func TestNewInfoMetadata(t *testing.T) {
 		})
 	}
 }
+
+func TestUpsertVolumesAndMounts(t *testing.T) {
+	vols := []corev1.Volume{{Name: "a"}, {Name: "b", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	gotVols := runtime.UpsertVolumes(vols, corev1.Volume{Name: "b"}, corev1.Volume{Name: "c"})
+	if diff := cmp.Diff([]corev1.Volume{{Name: "a"}, {Name: "b"}, {Name: "c"}}, gotVols); diff != "" {
+		t.Errorf("UpsertVolumes (-want +got):\n%s", diff)
+	}
+	if vols[1].EmptyDir == nil {
+		t.Error("UpsertVolumes modified its input")
+	}
+	mounts := []corev1.VolumeMount{{Name: "x", MountPath: "/data"}, {Name: "y", MountPath: "/keys"}}
+	gotMounts := runtime.UpsertMounts(mounts, corev1.VolumeMount{Name: "z", MountPath: "/keys"}, corev1.VolumeMount{Name: "x", MountPath: "/more"})
+	want := []corev1.VolumeMount{{Name: "x", MountPath: "/data"}, {Name: "z", MountPath: "/keys"}, {Name: "x", MountPath: "/more"}}
+	if diff := cmp.Diff(want, gotMounts); diff != "" {
+		t.Errorf("UpsertMounts (-want +got):\n%s", diff)
+	}
+	if mounts[1].Name != "y" {
+		t.Error("UpsertMounts modified its input")
+	}
+}

@@ -196,7 +196,7 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	}
 
 	entry := EntrypointConfigMap(job.Name)
-	ps.Volumes = upsertVolumes(ps.Volumes,
+	ps.Volumes = runtime.UpsertVolumes(ps.Volumes,
 		corev1.Volume{Name: volSpack, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: volInstall, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: entry, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -216,7 +216,7 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 			},
 		})
 	}
-	c.VolumeMounts = upsertMounts(c.VolumeMounts,
+	c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts,
 		corev1.VolumeMount{Name: volInstall, MountPath: fluxRoot},
 		corev1.VolumeMount{Name: volSpack, MountPath: softwareDir},
 		corev1.VolumeMount{Name: entry, MountPath: configDir, ReadOnly: true},
@@ -285,37 +285,4 @@ func hasInitContainer(ps *corev1.PodSpec, name string) bool {
 		}
 	}
 	return false
-}
-
-// upsertVolumes sets volumes by name: a same-named volume is replaced in place.
-func upsertVolumes(vols []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
-	for _, v := range add {
-		found := false
-		for k := range vols {
-			if vols[k].Name == v.Name {
-				vols[k], found = v, true
-			}
-		}
-		if !found {
-			vols = append(vols, v)
-		}
-	}
-	return vols
-}
-
-// upsertMounts sets mounts by path: a mount on the same path is replaced (a
-// path can hold one volume).
-func upsertMounts(mounts []corev1.VolumeMount, add ...corev1.VolumeMount) []corev1.VolumeMount {
-	for _, m := range add {
-		found := false
-		for k := range mounts {
-			if mounts[k].MountPath == m.MountPath {
-				mounts[k], found = m, true
-			}
-		}
-		if !found {
-			mounts = append(mounts, m)
-		}
-	}
-	return mounts
 }

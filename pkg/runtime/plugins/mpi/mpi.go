@@ -214,17 +214,17 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		if ps == nil {
 			continue
 		}
-		ps.Volumes = upsertVolume(ps.Volumes, sshAuthVolume(job))
+		ps.Volumes = runtime.UpsertVolumes(ps.Volumes, sshAuthVolume(job))
 		if rjob == LauncherJob {
-			ps.Volumes = upsertVolume(ps.Volumes, hostfileVolume(job))
+			ps.Volumes = runtime.UpsertVolumes(ps.Volumes, hostfileVolume(job))
 		}
 		c := info.Container(rjob, trainer.NodeContainer)
 		if c == nil {
 			continue
 		}
-		c.VolumeMounts = upsertMount(c.VolumeMounts, corev1.VolumeMount{Name: SSHAuthVolume, MountPath: mountPath})
+		c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts, corev1.VolumeMount{Name: SSHAuthVolume, MountPath: mountPath})
 		if rjob == LauncherJob {
-			c.VolumeMounts = upsertMount(c.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir})
+			c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir})
 			c.Env = envBeforeTrainer(info, c.Env, t,
 				corev1.EnvVar{Name: EnvHostfile, Value: HostfileDir + "/" + HostfileKey},
 				corev1.EnvVar{Name: EnvKeepFQDN, Value: "true"},
@@ -297,28 +297,6 @@ func hostfileVolume(job *trainer.TrainJob) corev1.Volume {
 		LocalObjectReference: corev1.LocalObjectReference{Name: HostfileName(job)},
 		Items:                []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey, Mode: ptr.To(hostfileMode)}},
 	}}}
-}
-
-func upsertVolume(vols []corev1.Volume, v corev1.Volume) []corev1.Volume {
-	for k := range vols {
-		if vols[k].Name == v.Name {
-			vols[k] = v
-			return vols
-		}
-	}
-	return append(vols, v)
-}
-
-// upsertMount replaces a mount on the same path (the runtime's placeholder for
-// the keys, say), else appends.
-func upsertMount(mounts []corev1.VolumeMount, m corev1.VolumeMount) []corev1.VolumeMount {
-	for k := range mounts {
-		if mounts[k].MountPath == m.MountPath {
-			mounts[k] = m
-			return mounts
-		}
-	}
-	return append(mounts, m)
 }
 
 // Build emits the hostfile ConfigMap (re-applied on every change) and the SSH

@@ -94,7 +94,7 @@ func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) er
 	if ps == nil {
 		return nil
 	}
-	ps.Volumes = upsertVolume(ps.Volumes, Volume(job))
+	ps.Volumes = runtime.UpsertVolumes(ps.Volumes, Volume(job))
 	// As in Kubeflow Trainer, the names are not reserved: a value the
 	// TrainJob sets in spec.trainer.env wins (e.g. a trainer that reports to
 	// a proxy).
@@ -111,7 +111,7 @@ func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) er
 	for k := range ps.Containers {
 		c := &ps.Containers[k]
 		c.Env = runtime.UpsertEnv(c.Env, env...)
-		c.VolumeMounts = upsertMount(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
+		c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
 	}
 	return nil
 }
@@ -151,26 +151,6 @@ func (p *Progress) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Chil
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(job.Name), Namespace: job.Namespace},
 		Data:       map[string]string{CAFile: string(ca)},
 	})}, nil
-}
-
-func upsertVolume(vs []corev1.Volume, v corev1.Volume) []corev1.Volume {
-	for k := range vs {
-		if vs[k].Name == v.Name {
-			vs[k] = v
-			return vs
-		}
-	}
-	return append(vs, v)
-}
-
-func upsertMount(ms []corev1.VolumeMount, m corev1.VolumeMount) []corev1.VolumeMount {
-	for k := range ms {
-		if ms[k].Name == m.Name || ms[k].MountPath == m.MountPath {
-			ms[k] = m
-			return ms
-		}
-	}
-	return append(ms, m)
 }
 
 // userSets says whether the TrainJob's spec.trainer.env sets a variable.

@@ -124,7 +124,10 @@ func TestEnforceMLPolicyReplacesUserVolume(t *testing.T) {
 	if diff := cmp.Diff([]corev1.Volume{wantVolume}, ps.Volumes); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]corev1.VolumeMount{wantMount}, ps.Containers[0].VolumeMounts); diff != "" {
+	// Mounts merge by path (Kubeflow Trainer's rule): the runtime's own mount
+	// stays, now of the projected volume, and the plugin's is added.
+	wantMounts := []corev1.VolumeMount{{Name: "kubeflow-trainer-token", MountPath: "/elsewhere"}, wantMount}
+	if diff := cmp.Diff(wantMounts, ps.Containers[0].VolumeMounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
 }

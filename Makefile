@@ -86,7 +86,7 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 
 .PHONY: test
 test: verify-generated vet cluster-tools helm debian-packages ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster, and a short fuzz pass.
-	go test $(GO_TEST_FLAGS) ./...
+	go test -timeout 40m $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
 .PHONY: test-unit

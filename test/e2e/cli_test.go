@@ -133,6 +133,9 @@ func TestCLIRuntimes(t *testing.T) {
 		"torchtune-llama3.2-1b":          "ClusterTrainingRuntime torchtune 1 gpu x 2",
 		"torchtune-llama3.2-3b":          "ClusterTrainingRuntime torchtune 1 gpu x 2",
 		"torchtune-qwen2.5-1.5b":         "ClusterTrainingRuntime torchtune 1 gpu x 2",
+		"mpi-distributed":                "ClusterTrainingRuntime mpi 1 Unknown x 1",
+		"deepspeed-distributed":          "ClusterTrainingRuntime deepspeed 1 Unknown x 1",
+		"mlx-distributed":                "ClusterTrainingRuntime mlx 1 Unknown x 1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("runtimes -o json (-want +got):\n%s", diff)

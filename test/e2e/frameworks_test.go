@@ -39,18 +39,19 @@ func TestFrameworkRuntimes(t *testing.T) {
 		trainer: trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"python3", "train.py"}},
 		check: func(t *testing.T, _, job string, ps corev1.PodSpec) {
 			node := ps.Containers[0]
+			env, _ := withoutStatusServer(t, node)
 			want := []corev1.EnvVar{
 				{Name: "JAX_NUM_PROCESSES", Value: "2"},
 				{Name: "JAX_PROCESS_ID", ValueFrom: completionIndex},
 				{Name: "JAX_COORDINATOR_ADDRESS", Value: job + "-node-0-0." + job + ":29500"},
 			}
 			// The API server may default fieldRef.apiVersion; the path is what counts.
-			for _, e := range node.Env {
+			for _, e := range env {
 				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 					e.ValueFrom.FieldRef.APIVersion = ""
 				}
 			}
-			if diff := cmp.Diff(want, node.Env); diff != "" {
+			if diff := cmp.Diff(want, env); diff != "" {
 				t.Errorf("node env (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff([]corev1.ContainerPort{{ContainerPort: 29500, Protocol: corev1.ProtocolTCP}}, node.Ports); diff != "" {
@@ -76,9 +77,12 @@ func TestFrameworkRuntimes(t *testing.T) {
 			}
 			var vols, mounts []string
 			for _, v := range ps.Volumes {
-				vols = append(vols, v.Name)
+				if v.Name != statusServerVolume {
+					vols = append(vols, v.Name)
+				}
 			}
-			for _, m := range node.VolumeMounts {
+			_, nodeMounts := withoutStatusServer(t, node)
+			for _, m := range nodeMounts {
 				mounts = append(mounts, m.Name+":"+m.MountPath)
 			}
 			entry := job + "-flux-entrypoint"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -172,4 +173,40 @@ func patchJob(t *testing.T, ns, name string, mutate func(*trainer.TrainJob)) {
 		mutate(&job)
 		return cli.Update(ctx(), &job)
 	})
+}
+
+// statusServerEnv are the variables every trainer container gets from the
+// status server's plugin (checked in full by the progress plugin's tests and
+// TestTrainerStatusReport on the process node).
+var statusServerEnv = []string{"KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT", "KUBEFLOW_TRAINER_SERVER_TOKEN"}
+
+// statusServerVolume is the token volume that goes with statusServerEnv.
+const statusServerVolume = "kubeflow-trainer-token"
+
+// withoutStatusServer checks that a trainer container has the status server's
+// variables and token mount, and returns its env and mounts without them, so
+// that a test compares what its framework's plugin adds.
+func withoutStatusServer(t *testing.T, c corev1.Container) ([]corev1.EnvVar, []corev1.VolumeMount) {
+	t.Helper()
+	var env []corev1.EnvVar
+	seen := 0
+	for _, e := range c.Env {
+		if slices.Contains(statusServerEnv, e.Name) {
+			seen++
+			continue
+		}
+		env = append(env, e)
+	}
+	var mounts []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if m.Name == statusServerVolume {
+			seen++
+			continue
+		}
+		mounts = append(mounts, m)
+	}
+	if seen != len(statusServerEnv)+1 {
+		t.Errorf("container %s: %d of the status server's 3 variables and 1 mount", c.Name, seen)
+	}
+	return env, mounts
 }

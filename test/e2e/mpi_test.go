@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
@@ -82,20 +83,28 @@ func TestMPIRuntimes(t *testing.T) {
 				}
 			}
 
+			// The JobSet comes last in the plan, after the ConfigMap and Secret.
 			created := get(t, ns, "ds")
-			jss := jobSetsOf(t, created)
-			if len(jss) != 1 {
-				t.Fatalf("%d JobSets", len(jss))
-			}
+			var jss []jobsetv1alpha2.JobSet
+			waitFor(t, short, func() error {
+				if jss = jobSetsOf(t, created); len(jss) != 1 {
+					return fmt.Errorf("%d JobSets", len(jss))
+				}
+				return nil
+			})
 			for _, rj := range jss[0].Spec.ReplicatedJobs {
 				ps := rj.Template.Spec.Template.Spec
 				c := ps.Containers[0]
+				cEnv, cMounts := c.Env, c.VolumeMounts
+				if rj.Name == "launcher" { // the trainer: it reports to the status server
+					cEnv, cMounts = withoutStatusServer(t, c)
+				}
 				mounts := map[string]string{}
-				for _, m := range c.VolumeMounts {
+				for _, m := range cMounts {
 					mounts[m.Name] = m.MountPath
 				}
 				env := map[string]string{}
-				for _, e := range c.Env {
+				for _, e := range cEnv {
 					env[e.Name] = e.Value
 				}
 				switch rj.Name {

@@ -243,7 +243,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	c.progress("PKI and kubeconfig written")
 
 	// While etcd and the API server start: find the module directories (CRDs,
-	// webhook manifests, kwok stages; from the tool module the binaries are built
+	// webhook manifests, kwok stages; from the tool modules the binaries are built
 	// from, so they always match the binaries) and render what they hold.
 	prepPending = true
 	go func() { prepErr <- c.prepare(ctx) }()
@@ -356,16 +356,16 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 // prepare resolves the module directories and renders every manifest and
 // configuration file Up needs; it needs no running component.
 func (c *Cluster) prepare(ctx context.Context) error {
-	// The tool module the kwok, JobSet and Kueue binaries are built from.
-	tools := filepath.Join(c.o.RepoDir, "test", "tools", "cluster")
+	// The tool modules the binaries are built from: JobSet and Kueue share one.
+	tools := filepath.Join(c.o.RepoDir, "test", "tools")
 	var err error
-	if c.kueueDir, err = moduleDir(ctx, tools, "sigs.k8s.io/kueue"); err != nil {
+	if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kueue"); err != nil {
 		return err
 	}
-	if c.jobsetDir, err = moduleDir(ctx, tools, "sigs.k8s.io/jobset"); err != nil {
+	if c.jobsetDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/jobset"); err != nil {
 		return err
 	}
-	if c.kwokDir, err = moduleDir(ctx, tools, "sigs.k8s.io/kwok"); err != nil {
+	if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "kwok"), "sigs.k8s.io/kwok"); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup

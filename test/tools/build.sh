@@ -88,7 +88,7 @@ total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} ))
 start=$(date +%s)
 done_count=0
 : > "$log"
-echo "building $total tool(s) from Go modules: ${stale_single[*]} ${stale_cluster[*]} (go output: ${log#"$PWD"/})" >&2
+echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]}) (go output: ${log#"$PWD"/})" >&2
 
 elapsed() { local s=$(( $(date +%s) - start )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 report_line() { printf '  [%d/%d] %-24s %s\n' "$done_count" "$total" "$1" "$(elapsed)" >&2; }

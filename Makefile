@@ -6,7 +6,7 @@ BIN        := $(CURDIR)/bin
 K8S_BIN    := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?=
-# Control-plane binaries the tests start (built from Go modules, see test/tools).
+# Control-plane binaries the integration tests start (built from Go modules, see test/tools/README.md).
 K8S_TOOLS  := etcd kube-apiserver kube-controller-manager
 # Everything the local cluster (test/cluster) runs besides the manager.
 CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueue-controller

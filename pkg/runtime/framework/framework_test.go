@@ -136,7 +136,7 @@ func TestNew(t *testing.T) {
 		},
 		"the real plugins": {
 			plugins:   plugins.Ordered(plugins.Options{}),
-			wantNames: []string{"Resources", "Torch", "JAX", "XGBoost", "Flux", "Kueue", "JobSet"},
+			wantNames: []string{"Resources", "Torch", "JAX", "XGBoost", "Flux", "Kueue", "CoScheduling", "Volcano", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},

@@ -6,12 +6,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/xgboost"
 )
 
@@ -29,7 +31,7 @@ type Options struct {
 //   - Resources first, so that ML-policy plugins see the merged resources;
 //   - then the ML policies (Torch, JAX, XGBoost, Flux; each acts only on its own policy); a runtime with no framework policy needs
 //     none, and one whose policy no plugin claims is rejected by the framework;
-//   - then gang scheduling (Kueue);
+//   - then gang scheduling (Kueue; the coscheduling and Volcano PodGroups);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
 func Ordered(opts Options) []framework.Plugin {
 	mode := opts.KueueMode
@@ -47,6 +49,8 @@ func Ordered(opts Options) []framework.Plugin {
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},
 		gang.New(mode),
+		coscheduling.New(),
+		volcano.New(),
 		jobset.New(),
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -47,6 +49,7 @@ var (
 	_ framework.PodGroupPolicyPlugin = (*Coscheduling)(nil)
 	_ framework.BuildPlugin          = (*Coscheduling)(nil)
 	_ framework.OwnerPlugin          = (*Coscheduling)(nil)
+	_ framework.GangPlugin           = (*Coscheduling)(nil)
 )
 
 // New returns the plugin.
@@ -114,4 +117,36 @@ func (*Coscheduling) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Ch
 		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
 	}
 	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
+}
+
+// Phases of a PodGroup in which its pods are placed (or done): the pods then
+// speak for themselves.
+var placedPhases = map[string]bool{"Scheduled": true, "Running": true, "Succeeded": true, "Finished": true, "Failed": true}
+
+// GangWaiting says why the job's pods wait, while its PodGroup is not
+// scheduled yet: the group's phase and count, and the scheduler's reason on
+// the first pod it left unscheduled (the coscheduling plugin writes why the
+// gang does not fit there, e.g. a permit timeout).
+func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+	if obs == nil {
+		return "", "", false
+	}
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	if !ok {
+		return "", "", false
+	}
+	phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
+	if placedPhases[phase] {
+		return "", "", false
+	}
+	if phase == "" {
+		phase = "Pending"
+	}
+	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
+	scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
+	msg := fmt.Sprintf("PodGroup %s is %s: %d/%d pods scheduled", pg.GetName(), phase, scheduled, minMember)
+	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+		msg += "; " + m
+	}
+	return "PodGroup" + phase, msg, true
 }

@@ -5,11 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
@@ -126,4 +129,55 @@ func podLabels(js *jobsetv1alpha2.JobSet, key string) map[string]map[string]stri
 		out[rj.Name] = m
 	}
 	return out
+}
+
+func TestGangWaiting(t *testing.T) {
+	job := rtt.MakeTrainJob("ns", "job").Obj()
+	withStatus := func(status map[string]any) *unstructured.Unstructured {
+		pg := podGroup(map[string]any{"minMember": int64(3)})
+		if status != nil {
+			pg.Object["status"] = status
+		}
+		return pg
+	}
+	unschedulable := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job-node-0-0"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/2 nodes are available: rejected due to timeout after waiting 60s at permit stage",
+	}}}}
+	type want struct {
+		Reason, Message string
+		Waiting         bool
+	}
+	cases := map[string]struct {
+		pg   *unstructured.Unstructured
+		pods []corev1.Pod
+		want want
+	}{
+		"no PodGroup": {},
+		"a new PodGroup without status": {
+			pg:   withStatus(nil),
+			want: want{"PodGroupPending", "PodGroup job is Pending: 0/3 pods scheduled", true},
+		},
+		"scheduling, with the scheduler's reason on a pod": {
+			pg:   withStatus(map[string]any{"phase": "Scheduling", "scheduled": int64(2)}),
+			pods: []corev1.Pod{unschedulable},
+			want: want{"PodGroupScheduling", "PodGroup job is Scheduling: 2/3 pods scheduled; pod job-node-0-0: 0/2 nodes are available: rejected due to timeout after waiting 60s at permit stage", true},
+		},
+		"scheduled: the pods speak for themselves": {
+			pg:   withStatus(map[string]any{"phase": "Scheduled", "scheduled": int64(3)}),
+			pods: []corev1.Pod{unschedulable},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obs := &observe.Observed{Children: childsync.Children{}, Pods: tc.pods}
+			if tc.pg != nil {
+				obs.Children[childsync.Key{GroupKind: coscheduling.PodGroupGVK.GroupKind(), Name: "job"}] = tc.pg
+			}
+			var got want
+			got.Reason, got.Message, got.Waiting = coscheduling.New().GangWaiting(job, obs)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GangWaiting (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

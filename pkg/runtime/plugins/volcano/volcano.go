@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -51,6 +53,7 @@ var (
 	_ framework.PodGroupPolicyPlugin = (*Volcano)(nil)
 	_ framework.BuildPlugin          = (*Volcano)(nil)
 	_ framework.OwnerPlugin          = (*Volcano)(nil)
+	_ framework.GangPlugin           = (*Volcano)(nil)
 )
 
 // New returns the plugin.
@@ -183,4 +186,46 @@ func ValidatePriorityClass(ctx context.Context, c client.Reader, info *runtime.I
 		return field.ErrorList{field.InternalError(field.NewPath("spec", "templateSpec", "priorityClassName"),
 			fmt.Errorf("looking up PriorityClass %q: %w", name, err))}
 	}
+}
+
+// GangWaiting says why the job's pods wait, while Volcano has not placed its
+// PodGroup: the scheduler's Unschedulable condition on the group (reason and
+// message verbatim), else the group's phase and queue.
+func (*Volcano) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+	if obs == nil {
+		return "", "", false
+	}
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	if !ok {
+		return "", "", false
+	}
+	phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
+	if phase == "Running" || phase == "Completed" {
+		return "", "", false
+	}
+	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Unschedulable" || m["status"] != "True" {
+			continue
+		}
+		reason, _ := m["reason"].(string)
+		if reason == "" {
+			reason = "Unschedulable"
+		}
+		message, _ := m["message"].(string)
+		return reason, fmt.Sprintf("PodGroup %s: %s", pg.GetName(), message), true
+	}
+	if phase == "" {
+		phase = "Pending"
+	}
+	queue, _, _ := unstructured.NestedString(pg.Object, "spec", "queue")
+	msg := fmt.Sprintf("PodGroup %s is %s", pg.GetName(), phase)
+	if queue != "" {
+		msg += " in queue " + queue
+	}
+	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+		msg += "; " + m
+	}
+	return "PodGroup" + phase, msg, true
 }

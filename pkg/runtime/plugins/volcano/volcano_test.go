@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -193,6 +195,56 @@ func TestValidatePriorityClass(t *testing.T) {
 			got := fieldErrs(volcano.ValidatePriorityClass(context.Background(), c, info))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGangWaiting(t *testing.T) {
+	job := rtt.MakeTrainJob("ns", "job").Obj()
+	withStatus := func(status map[string]any) *unstructured.Unstructured {
+		pg := podGroup(map[string]any{"minMember": int64(3), "queue": "research"})
+		if status != nil {
+			pg.Object["status"] = status
+		}
+		return pg
+	}
+	type want struct {
+		Reason, Message string
+		Waiting         bool
+	}
+	cases := map[string]struct {
+		pg   *unstructured.Unstructured
+		want want
+	}{
+		"no PodGroup": {},
+		"inqueue, no condition": {
+			pg:   withStatus(map[string]any{"phase": "Inqueue"}),
+			want: want{"PodGroupInqueue", "PodGroup job is Inqueue in queue research", true},
+		},
+		"unschedulable: Volcano's reason and message": {
+			pg: withStatus(map[string]any{"phase": "Pending", "conditions": []any{
+				map[string]any{"type": "Scheduled", "status": "False"},
+				map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"},
+			}}),
+			want: want{"NotEnoughResources", "PodGroup job: 3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable", true},
+		},
+		"running": {
+			pg: withStatus(map[string]any{"phase": "Running", "conditions": []any{
+				map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"},
+			}}),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obs := &observe.Observed{Children: childsync.Children{}}
+			if tc.pg != nil {
+				obs.Children[childsync.Key{GroupKind: volcano.PodGroupGVK.GroupKind(), Name: "job"}] = tc.pg
+			}
+			var got want
+			got.Reason, got.Message, got.Waiting = volcano.New().GangWaiting(job, obs)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GangWaiting (-want +got):\n%s", diff)
 			}
 		})
 	}

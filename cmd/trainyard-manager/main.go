@@ -98,6 +98,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
+		Client:                  controller.ClientOptions(),
 		Metrics:                 metricsCfg.Options(),
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,

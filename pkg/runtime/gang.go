@@ -19,6 +19,15 @@ type Gang struct {
 	MinResources corev1.ResourceList
 }
 
+// GangOverrides are a PyTorchJob's runPolicy.schedulingPolicy: each set field
+// replaces what the gang plugins would derive from the pods.
+type GangOverrides struct {
+	MinMember         *int32              `json:"minMember,omitempty"`
+	MinResources      corev1.ResourceList `json:"minResources,omitempty"`
+	Queue             string              `json:"queue,omitempty"`
+	PriorityClassName string              `json:"priorityClassName,omitempty"`
+}
+
 // PodCount returns how many pods a replicated job of the Info runs once the
 // JobSet is rendered: jobs bound to TrainJob fields (an ancestor label) run
 // one replica, the trainer's parallelism being NumNodes; any other job runs
@@ -52,14 +61,41 @@ func (i *Info) Gang() Gang {
 		rj := &i.Spec.ReplicatedJobs[k]
 		n := i.PodCount(rj.Name)
 		g.MinMember += n
-		pod := &corev1.Pod{Spec: rj.Template.Spec.Template.Spec}
+		pod := &corev1.Pod{Spec: *rj.Template.Spec.Template.Spec.DeepCopy()}
+		defaultRequests(pod)
 		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 			total := g.MinResources[name]
 			total.Add(mulQuantity(q, n))
 			g.MinResources[name] = total
 		}
 	}
+	if o := i.Runtime.Gang; o != nil {
+		if o.MinMember != nil {
+			g.MinMember = *o.MinMember
+		}
+		if o.MinResources != nil {
+			g.MinResources = o.MinResources.DeepCopy()
+		}
+	}
 	return g
+}
+
+// defaultRequests sets, as the API server does, a container's missing
+// requests to its limits.
+func defaultRequests(pod *corev1.Pod) {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for k := range cs {
+			r := &cs[k].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					if r.Requests == nil {
+						r.Requests = corev1.ResourceList{}
+					}
+					r.Requests[name] = q.DeepCopy()
+				}
+			}
+		}
+	}
 }
 
 // mulQuantity returns q×n exactly (as a milli-value when q has a fractional part).

@@ -182,7 +182,7 @@ func TestVolcanoPodGroup(t *testing.T) {
 	// Volcano cannot place the gang: its reason and message reach the TrainJob.
 	require.NoError(t, unstructured.SetNestedField(pg.Object, map[string]any{"phase": "Pending", "conditions": []any{map[string]any{
 		"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
-		"message": "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable",
+		"message":            "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable",
 		"lastTransitionTime": metav1.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	}}}, "status"))
 	require.NoError(t, env.Client.Update(ctx(), pg))

@@ -106,9 +106,22 @@ func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob)
 	return nil
 }
 
-// PriorityClassName is the pods' priority class that the PodGroup takes: the
-// last replicated job (in template order) whose pods set one.
+// queue is the PodGroup's queue: a legacy job's schedulingPolicy.queue, else
+// the JobSet annotation.
+func queue(info *runtime.Info) string {
+	if o := info.Runtime.Gang; o != nil && o.Queue != "" {
+		return o.Queue
+	}
+	return info.Annotations[QueueAnnotation]
+}
+
+// PriorityClassName is the priority class that the PodGroup takes: a legacy
+// job's schedulingPolicy.priorityClass, else that of the last replicated job
+// (in template order) whose pods set one.
 func PriorityClassName(info *runtime.Info) string {
+	if o := info.Runtime.Gang; o != nil && o.PriorityClassName != "" {
+		return o.PriorityClassName
+	}
 	name := ""
 	for k := range info.Spec.ReplicatedJobs {
 		if p := info.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName; p != "" {
@@ -135,7 +148,7 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 		}
 		spec["minResources"] = res
 	}
-	if q := info.Annotations[QueueAnnotation]; q != "" {
+	if q := queue(info); q != "" {
 		spec["queue"] = q
 	}
 	if pc := PriorityClassName(info); pc != "" {

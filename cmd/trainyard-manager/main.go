@@ -23,6 +23,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	pytorchjobcontroller "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
+	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
@@ -50,6 +51,7 @@ func run() error {
 		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
 		kueueMode   = flag.String("kueue-mode", string(gang.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
 		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
+		gangSched   = flag.String("gang-scheduler-name", "", "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
 		status      = statusOptions{}
@@ -80,6 +82,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	gs, err := legacy.ParseGangScheduler(*gangSched)
+	if err != nil {
+		return fmt.Errorf("--gang-scheduler-name: %w", err)
+	}
 	if errs := validation.IsDNS1123Subdomain(*domain); len(errs) > 0 {
 		return fmt.Errorf("--cluster-domain %q: %s", *domain, strings.Join(errs, "; "))
 	}
@@ -100,6 +106,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
+		Client:                  controller.ClientOptions(),
 		Metrics:                 metricsCfg.Options(),
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
@@ -124,7 +131,7 @@ func run() error {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
 	if *pytorchJobs {
-		if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: *concurrency}); err != nil {
+		if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: *concurrency, GangScheduler: gs}); err != nil {
 			return fmt.Errorf("setting up the PyTorchJob controller: %w", err)
 		}
 	}

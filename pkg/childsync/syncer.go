@@ -149,6 +149,12 @@ func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, ob
 			now, action, err = s.createOnce(ctx, owner, child, current)
 		case plan.RuleApply:
 			now, action, err = s.applyChild(ctx, owner, desired, current)
+		case plan.RuleApplyWhileSuspended:
+			if current != nil && !p.Suspended {
+				now = current // running: the scheduler's, not ours to change
+				break
+			}
+			now, action, err = s.applyChild(ctx, owner, desired, current)
 		default:
 			err = fmt.Errorf("unknown plan rule %q for %s", child.Rule, key)
 		}

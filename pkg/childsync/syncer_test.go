@@ -1051,3 +1051,83 @@ func (u *unregistered) DeepCopyObject() runtime.Object {
 	u.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
+
+// A PodGroup-like child is created when absent whatever the owner's state,
+// kept in line while the owner is suspended, and never changed once it runs.
+func TestApplyWhileSuspended(t *testing.T) {
+	cases := map[string]struct {
+		existing   *corev1.ConfigMap
+		suspended  bool
+		desired    *corev1.ConfigMap
+		wantAction Action
+		wantWrites []string
+		wantData   string
+	}{
+		"absent, owner running: created": {
+			desired:    configMap("a b"),
+			wantAction: Created,
+			wantWrites: []string{"create ConfigMap/hosts"},
+			wantData:   "a b",
+		},
+		"absent, owner suspended: created": {
+			suspended:  true,
+			desired:    configMap("a b"),
+			wantAction: Created,
+			wantWrites: []string{"create ConfigMap/hosts"},
+			wantData:   "a b",
+		},
+		"changed, owner suspended: applied": {
+			existing:   configMap("a b"),
+			suspended:  true,
+			desired:    configMap("a b c"),
+			wantAction: Updated,
+			wantWrites: []string{"apply ConfigMap/hosts"},
+			wantData:   "a b c",
+		},
+		"unchanged, owner suspended: nothing written": {
+			existing:  configMap("a b"),
+			suspended: true,
+			desired:   configMap("a b"),
+			wantData:  "a b",
+		},
+		"changed, owner running: left alone": {
+			existing: configMap("a b"),
+			desired:  configMap("a b c"),
+			wantData: "a b",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.existing != nil {
+				objs = append(objs, applied(t, tc.existing))
+			}
+			s, log := newSyncer(t, nil, nil, objs...)
+			var observed Children
+			if tc.existing != nil {
+				observed = observedAll(readBack(t, s.Client, objs))
+			}
+			p := &plan.Plan{Children: []plan.Child{plan.ApplyWhileSuspended(tc.desired)}, Suspended: tc.suspended}
+			res, err := s.Sync(context.Background(), owner(), p, observed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantAction, res.Action(configMapGK, "hosts")); diff != "" {
+				t.Errorf("action (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWrites, log.writes); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			var got corev1.ConfigMap
+			if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "hosts"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantData, got.Data["hostfile"]); diff != "" {
+				t.Errorf("data in the cluster (-want +got):\n%s", diff)
+			}
+			if res.Children[Key{GroupKind: configMapGK, Name: "hosts"}] == nil {
+				t.Errorf("result has no child hosts")
+			}
+		})
+	}
+}

@@ -40,6 +40,14 @@ const runtimeRefIndex = "spec.runtimeRef"
 // Options tune the TrainJob controller.
 type Options = jobframework.Options
 
+// ClientOptions are the manager's client settings: reads of unstructured
+// objects (children of kinds whose Go types Trainyard does not import, such
+// as the gang schedulers' PodGroups) come from the cache too, where the
+// owner index that finds a job's children lives.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
 // CacheOptions are the manager's cache settings for every job kind's
 // children (see jobframework.CacheOptions); extra are child kinds of plugins
 // beyond Trainyard's own. Kinds the cluster does not serve (a CRD that is not

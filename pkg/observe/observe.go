@@ -5,6 +5,8 @@
 package observe
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -54,4 +56,17 @@ func (o *Observed) PodsOf(js *jobsetv1alpha2.JobSet, rjob string) []corev1.Pod {
 		}
 	}
 	return out
+}
+
+// UnschedulableMessage is "pod <name>: <message>" for the first pod whose
+// PodScheduled condition is False, or "".
+func UnschedulableMessage(pods []corev1.Pod) string {
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				return fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+			}
+		}
+	}
+	return ""
 }

@@ -24,6 +24,11 @@ const (
 	// RuleApply is for everything else (a hostfile ConfigMap, a PodGroup):
 	// server-side applied whenever the rendering changed (by hash).
 	RuleApply Rule = "Apply"
+	// RuleApplyWhileSuspended is for a gang's PodGroup: created when absent,
+	// server-side applied (when the rendering changed) only while the owner is
+	// suspended, and left alone once the owner runs: the scheduler is placing
+	// its pods by then, and a changed group would split the gang.
+	RuleApplyWhileSuspended Rule = "ApplyWhileSuspended"
 )
 
 // Child is one object of a Plan. Object is the desired state, typed, with its
@@ -53,6 +58,12 @@ func CreateOnceWith(obj client.Object, fill func(client.Object) error) Child {
 
 // Apply returns a child that is applied whenever its rendering changes.
 func Apply(obj client.Object) Child { return Child{Object: obj, Rule: RuleApply} }
+
+// ApplyWhileSuspended returns a child that is created when absent and applied
+// only while the owner is suspended.
+func ApplyWhileSuspended(obj client.Object) Child {
+	return Child{Object: obj, Rule: RuleApplyWhileSuspended}
+}
 
 // Plan is the ordered list of a job's children, and whether the job itself
 // asks to be suspended (the JobSet rule suspends a running JobSet only then:

@@ -18,9 +18,10 @@ func TestChildConstructors(t *testing.T) {
 		got  Child
 		want Child
 	}{
-		"JobSet":     {JobSet(js), Child{Object: js, Rule: RuleJobSet}},
-		"CreateOnce": {CreateOnce(secret), Child{Object: secret, Rule: RuleCreateOnce}},
-		"Apply":      {Apply(cm), Child{Object: cm, Rule: RuleApply}},
+		"JobSet":              {JobSet(js), Child{Object: js, Rule: RuleJobSet}},
+		"CreateOnce":          {CreateOnce(secret), Child{Object: secret, Rule: RuleCreateOnce}},
+		"Apply":               {Apply(cm), Child{Object: cm, Rule: RuleApply}},
+		"ApplyWhileSuspended": {ApplyWhileSuspended(cm), Child{Object: cm, Rule: RuleApplyWhileSuspended}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

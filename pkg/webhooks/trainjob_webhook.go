@@ -24,6 +24,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/pkg/validation"
 )
 
@@ -143,7 +144,17 @@ func (v *TrainJobValidator) againstRuntime(ctx context.Context, oldJob, job *tra
 	case err != nil:
 		return field.ErrorList{field.InternalError(ref, err)}
 	}
-	return validation.ValidateAgainstRuntime(v.Framework, rt, oldJob, job)
+	errs := validation.ValidateAgainstRuntime(v.Framework, rt, oldJob, job)
+	if len(errs) > 0 {
+		return errs
+	}
+	// Checks that need a lookup run here, where there is a client (plugins
+	// are pure).
+	info, err := runtime.NewInfo(job, rt)
+	if err != nil {
+		return nil // reported by ValidateAgainstRuntime
+	}
+	return volcano.ValidatePriorityClass(ctx, v.Client, info)
 }
 
 func ours(job *trainer.TrainJob) bool {

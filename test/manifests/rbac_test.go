@@ -217,6 +217,12 @@ func TestManagerClusterRole(t *testing.T) {
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
 		// Kueue Workloads, read to explain why a queued TrainJob waits.
 		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
+		// Gang PodGroups (coscheduling, Volcano): created, applied while the
+		// job is suspended, watched; the garbage collector deletes them.
+		permissions("scheduling.x-k8s.io", []string{"podgroups"}, "get", "list", "watch", "create", "patch"),
+		permissions("scheduling.volcano.sh", []string{"podgroups"}, "get", "list", "watch", "create", "patch"),
+		// A Volcano runtime's PriorityClass, looked up by the TrainJob webhook.
+		permissions("scheduling.k8s.io", []string{"priorityclasses"}, "get", "list", "watch"),
 		// The metrics endpoint (pkg/metrics/serving) has the API server
 		// authenticate each scraper's bearer token and authorize it for GET
 		// /metrics; these reviews create nothing and reveal only the verdict.

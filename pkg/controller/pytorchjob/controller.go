@@ -49,6 +49,8 @@ const notOwnedRetry = time.Minute
 type Adapter struct {
 	// Framework is the PyTorchJob pipeline (legacy.NewFramework), built once.
 	Framework *framework.Framework
+	// GangScheduler is the gang scheduler of every PyTorchJob (none when "").
+	GangScheduler legacy.GangScheduler
 }
 
 var _ jobframework.Adapter = Adapter{}
@@ -90,7 +92,7 @@ func (a Adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *ob
 	if at, ok := deadline(d, st); ok && !suspended && !t.Before(&metav1.Time{Time: at}) {
 		return nil, nil
 	}
-	return legacy.Build(a.Framework, d)
+	return legacy.BuildWithGang(a.Framework, d, a.GangScheduler)
 }
 
 // startRun sets startTime the way v1 did: a resumed job counts its deadline

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
@@ -13,7 +14,15 @@ import (
 )
 
 // Options tune the PyTorchJob controller.
-type Options = jobframework.Options
+type Options struct {
+	// MaxConcurrentReconciles is the number of jobs reconciled at once.
+	MaxConcurrentReconciles int
+	// Clock decides deadlines and TTLs; the real clock when nil.
+	Clock clock.PassiveClock
+	// GangScheduler puts every PyTorchJob's pods in a gang (v1's
+	// --gang-scheduler-name); runPolicy.schedulingPolicy shapes it.
+	GangScheduler legacy.GangScheduler
+}
 
 // SetupWithManager registers the PyTorchJob controller on the generic
 // reconciler. The manager's scheme must include kubeflow.org/v1
@@ -35,8 +44,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registering PyTorchJob plugins: %w", err)
 	}
 	_, err = jobframework.SetupWithManager(mgr, jobframework.Config{
-		Options: opts,
-		Adapter: Adapter{Framework: fw},
+		Options: jobframework.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, Clock: opts.Clock},
+		Adapter: Adapter{Framework: fw, GangScheduler: opts.GangScheduler},
 		Owns:    fw.Owns(),
 		Name:    "pytorchjob",
 	})

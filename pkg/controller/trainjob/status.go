@@ -84,7 +84,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	// one. Past its TTL it is deleted, and its JobSet with it.
 	if finished(status) {
 		a.Framework.Status(job, obs, status)
-		summarize(job, js, obs, status, now)
+		summarize(job, js, obs, status, now, nil)
 		p.expire()
 		return
 	}
@@ -97,7 +97,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 		if js != nil {
 			p.out.Delete = append(p.out.Delete, js)
 		}
-		summarize(job, nil, obs, status, now)
+		summarize(job, nil, obs, status, now, nil)
 		p.expire()
 		return
 	}
@@ -123,7 +123,9 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed); !wasFailed && c != nil && c.Status == metav1.ConditionTrue {
 		p.event(corev1.EventTypeWarning, EventFailed, "Fail", "TrainJob failed (%s): %s", c.Reason, c.Message)
 	}
-	summarize(job, after.JobSet(job.Name), after, status, now)
+	summarize(job, after.JobSet(job.Name), after, status, now, func() (string, string, bool) {
+		return a.Framework.GangWaiting(job, after)
+	})
 	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
 		p.event(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
 	}

@@ -17,8 +17,10 @@ import (
 // summarize sets the one-word phase with its reason and message, the node
 // counts, and the start and completion times, from the conditions, the JobSet
 // and the trainer pods. The order of the cases is the order of precedence.
+// gang, when non-nil, explains pods that wait for their gang (a PodGroup the
+// scheduler has not placed yet); it wins over what the pods say.
 func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Observed,
-	status *trainer.TrainJobStatus, now time.Time) {
+	status *trainer.TrainJobStatus, now time.Time, gang func() (reason, message string, waiting bool)) {
 	var numNodes, ready, succeeded int32
 	trainerJob := ""
 	if js != nil {
@@ -70,6 +72,11 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 		}
 	default:
 		reason, message = podReason, podMessage
+		if gang != nil {
+			if r, m, waiting := gang(); waiting {
+				reason, message = r, m
+			}
+		}
 	}
 	status.Phase, status.Reason, status.Message = phase, reason, truncate(message)
 	status.NumNodes, status.ReadyNodes = nil, nil

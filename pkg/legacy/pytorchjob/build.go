@@ -8,7 +8,9 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 )
 
 // Plugins are the PyTorchJob pipeline's plugins, in the order they run: the
@@ -18,8 +20,12 @@ import (
 // plugins for resources, torch and gang scheduling are not used: a PyTorchJob
 // brings complete pod templates, v1's environment replaces the torch
 // plugin's, and Kueue queues the PyTorchJob itself, never its JobSet.
+//
+// The coscheduling and Volcano plugins build the gang's PodGroup when the
+// manager runs PyTorchJobs under a gang scheduler (see GangScheduler): they
+// act only on runtimes that ask for one.
 func Plugins() []framework.Plugin {
-	return []framework.Plugin{NewServicesPlugin(), &jobset.JobSet{HostNamesFromTemplate: true}}
+	return []framework.Plugin{NewServicesPlugin(), coscheduling.New(), volcano.New(), &jobset.JobSet{HostNamesFromTemplate: true}}
 }
 
 // NewFramework returns the PyTorchJob pipeline, built once by its controller.
@@ -38,10 +44,16 @@ func Owned() []client.Object {
 // and returns its plan: its Services, then its JobSet. Input the pipeline
 // rejects is returned as a *framework.InvalidError.
 func Build(fw *framework.Framework, job *kubeflowv1.PyTorchJob) (*plan.Plan, error) {
+	return BuildWithGang(fw, job, GangNone)
+}
+
+// BuildWithGang is Build under a gang scheduler (GangNone for none).
+func BuildWithGang(fw *framework.Framework, job *kubeflowv1.PyTorchJob, gs GangScheduler) (*plan.Plan, error) {
 	rt, err := ToRuntime(job)
 	if err != nil {
 		return nil, fmt.Errorf("converting PyTorchJob %s: %w", job.Name, err)
 	}
+	withGang(rt, job, gs)
 	p, err := fw.Build(ToTrainJob(job), rt)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,7 @@ type Framework struct {
 	podGroupPolicy []PodGroupPolicyPlugin
 	build          []BuildPlugin
 	status         []StatusPlugin
+	gang           []GangPlugin
 	owns           []client.Object
 	claimed        []string
 }
@@ -81,6 +82,10 @@ func (f *Framework) register(p Plugin) int {
 	}
 	if v, ok := p.(OwnerPlugin); ok {
 		f.owns = append(f.owns, v.Owns()...)
+		points++
+	}
+	if v, ok := p.(GangPlugin); ok {
+		f.gang = append(f.gang, v)
 		points++
 	}
 	if v, ok := p.(StatusPlugin); ok {
@@ -236,4 +241,15 @@ func (f *Framework) Status(job *trainer.TrainJob, obs *observe.Observed, status 
 	for _, p := range f.status {
 		p.Status(job, obs, status)
 	}
+}
+
+// GangWaiting returns the first gang plugin's reason why the job's pods wait
+// for their gang to be placed (waiting false when none says so).
+func (f *Framework) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (reason, message string, waiting bool) {
+	for _, p := range f.gang {
+		if r, m, ok := p.GangWaiting(job, obs); ok {
+			return r, m, true
+		}
+	}
+	return "", "", false
 }

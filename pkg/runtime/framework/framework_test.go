@@ -136,7 +136,7 @@ func TestNew(t *testing.T) {
 		},
 		"the real plugins": {
 			plugins:   plugins.Ordered(plugins.Options{}),
-			wantNames: []string{"Resources", "Initializer", "Torch", "MPI", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "JobSet"},
+			wantNames: []string{"Resources", "Initializer", "Torch", "MPI", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "CoScheduling", "Volcano", "JobSet"},
 		},
 		"duplicate names": {
 			plugins: []framework.Plugin{&validateP{f("x", nil)}, &mlP{f("y", nil)}, &buildP{f("x", nil)}},

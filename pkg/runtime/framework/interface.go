@@ -71,3 +71,12 @@ type StatusPlugin interface {
 	Plugin
 	Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus)
 }
+
+// GangPlugin explains why a job's pods wait to be placed as one gang, from
+// the child a gang scheduler updates (its PodGroup). waiting is false when
+// the plugin has no gang for the job, or the gang is placed: the pods then
+// speak for themselves.
+type GangPlugin interface {
+	Plugin
+	GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (reason, message string, waiting bool)
+}

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
@@ -15,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/xgboost"
 )
 
@@ -37,7 +39,7 @@ type Options struct {
 //     none, and one whose policy no plugin claims is rejected by the framework;
 //   - then the status server's env and token volume (TrainJobStatus), on
 //     the trainer pods the ML policy shaped;
-//   - then gang scheduling (Kueue);
+//   - then gang scheduling (Kueue; the coscheduling and Volcano PodGroups);
 //   - JobSet last: it emits the JobSet from the finished Info and reads status back.
 func Ordered(opts Options) []framework.Plugin {
 	mode := opts.KueueMode
@@ -58,6 +60,8 @@ func Ordered(opts Options) []framework.Plugin {
 		&flux.Flux{ClusterDomain: domain},
 		progress.New(opts.Progress),
 		gang.New(mode),
+		coscheduling.New(),
+		volcano.New(),
 		jobset.New(),
 	}
 }

@@ -28,7 +28,7 @@ func TestOrdered(t *testing.T) {
 		names = append(names, p.Name())
 	}
 	// Resources before the ML policies (they read merged resources), JobSet last.
-	if diff := cmp.Diff([]string{"Resources", "Initializer", "Torch", "MPI", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "JobSet"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"Resources", "Initializer", "Torch", "MPI", "JAX", "XGBoost", "Flux", "TrainJobStatus", "Kueue", "CoScheduling", "Volcano", "JobSet"}, names); diff != "" {
 		t.Errorf("Ordered (-want +got):\n%s", diff)
 	}
 	fw, err := plugins.NewFramework()

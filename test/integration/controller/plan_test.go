@@ -19,6 +19,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
 
 // Test-only plugins, registered after Trainyard's own (see TestMain). Each
@@ -153,4 +154,44 @@ func TestPlanChildKindNotServed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A runtime that asks for a coscheduling or Volcano gang on a cluster without
+// that PodGroup CRD: the TrainJob says which CRD is missing and never runs
+// without its gang.
+func TestGangPodGroupKindNotServed(t *testing.T) {
+	cases := map[string]struct {
+		policy trainer.PodGroupPolicySource
+		kind   string
+	}{
+		"coscheduling": {trainer.PodGroupPolicySource{Coscheduling: &trainer.CoschedulingPodGroupPolicySource{}}, "PodGroup.scheduling.x-k8s.io"},
+		"volcano":      {trainer.PodGroupPolicySource{Volcano: &trainer.VolcanoPodGroupPolicySource{}}, "PodGroup.scheduling.volcano.sh"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gang"}, Spec: trainer.TrainingRuntimeSpec{
+				MLPolicy:       &trainer.MLPolicy{NumNodes: ptr.To[int32](1)},
+				PodGroupPolicy: &trainer.PodGroupPolicy{PodGroupPolicySource: tc.policy},
+				Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+					rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "trainer:latest")),
+				}}},
+			}}
+			require.NoError(t, env.Client.Create(ctx(), rt))
+			require.NoError(t, env.Client.Create(ctx(), &trainer.TrainJob{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gang"},
+				Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "gang", Kind: ptr.To(trainer.TrainingRuntimeKind), APIGroup: ptr.To(trainer.GroupVersion.Group)}},
+			}))
+			job := waitCondition(t, ns, "gang", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobChildKindNotServedReason)
+			msg := findCond(job, trainer.TrainJobCreated).Message
+			require.Contains(t, msg, tc.kind)
+			require.Contains(t, msg, "install its CRD")
+			consistently(t, 2e9, func() error {
+				if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "gang"}, &jobsetv1alpha2.JobSet{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the job got a JobSet without its PodGroup (err=%v)", err)
+				}
+				return nil
+			})
+		})
+	}
 }

@@ -105,6 +105,9 @@ type Options struct {
 	// Webhooks installs Trainyard's webhook configurations (manifests/base/webhook)
 	// pointing at the in-process manager, which then serves them.
 	Webhooks bool
+	// CRDPaths are more CRD files or directories to install (a scheduler's
+	// PodGroup, ...).
+	CRDPaths []string
 }
 
 // Start brings up etcd, kube-apiserver with the CRDs, the garbage collector and
@@ -146,6 +149,7 @@ func Start(opts ...Options) (*Env, error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: time.Minute,
 	}
+	e.env.CRDDirectoryPaths = append(e.env.CRDDirectoryPaths, o.CRDPaths...)
 	if o.Webhooks {
 		e.webhooks = true
 		e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
@@ -238,6 +242,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	mgrOpts := ctrl.Options{
 		Scheme:                 e.Scheme,
 		Cache:                  cacheOpts,
+		Client:                 controller.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+)
+
+// Gang is what a gang scheduler must place at once for one job: every pod of
+// every replicated job (initializers and launcher included) and their summed
+// requests.
+type Gang struct {
+	// MinMember is the number of pods.
+	MinMember int32
+	// MinResources is the sum over the pods of each pod's requests.
+	MinResources corev1.ResourceList
+}
+
+// GangOverrides are a PyTorchJob's runPolicy.schedulingPolicy: each set field
+// replaces what the gang plugins would derive from the pods.
+type GangOverrides struct {
+	MinMember         *int32              `json:"minMember,omitempty"`
+	MinResources      corev1.ResourceList `json:"minResources,omitempty"`
+	Queue             string              `json:"queue,omitempty"`
+	PriorityClassName string              `json:"priorityClassName,omitempty"`
+}
+
+// PodCount returns how many pods a replicated job of the Info runs once the
+// JobSet is rendered: jobs bound to TrainJob fields (an ancestor label) run
+// one replica, the trainer's parallelism being NumNodes; any other job runs
+// replicas × parallelism (each default 1).
+func (i *Info) PodCount(rjob string) int32 {
+	rj := i.ReplicatedJob(rjob)
+	if rj == nil {
+		return 0
+	}
+	replicas := rj.Replicas
+	if replicas == 0 {
+		replicas = 1
+	}
+	parallelism := ptr.Deref(rj.Template.Spec.Parallelism, 1)
+	switch ancestor := rj.Template.Labels[trainer.AncestorLabel]; {
+	case ancestor == trainer.AncestorTrainer:
+		return i.NumNodes
+	case ancestor != "":
+		return parallelism
+	}
+	return replicas * parallelism
+}
+
+// Gang sums the pods of the Info and their requests. A pod's requests follow
+// the Kubernetes rules the scheduler uses (init containers and sidecars
+// count, pod overhead and pod-level requests too), so that a gang is admitted
+// only where all of it fits.
+func (i *Info) Gang() Gang {
+	g := Gang{MinResources: corev1.ResourceList{}}
+	for k := range i.Spec.ReplicatedJobs {
+		rj := &i.Spec.ReplicatedJobs[k]
+		n := i.PodCount(rj.Name)
+		g.MinMember += n
+		pod := &corev1.Pod{Spec: *rj.Template.Spec.Template.Spec.DeepCopy()}
+		defaultRequests(pod)
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			total := g.MinResources[name]
+			total.Add(mulQuantity(q, n))
+			g.MinResources[name] = total
+		}
+	}
+	if o := i.Runtime.Gang; o != nil {
+		if o.MinMember != nil {
+			g.MinMember = *o.MinMember
+		}
+		if o.MinResources != nil {
+			g.MinResources = o.MinResources.DeepCopy()
+		}
+	}
+	return g
+}
+
+// defaultRequests sets, as the API server does, a container's missing
+// requests to its limits.
+func defaultRequests(pod *corev1.Pod) {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for k := range cs {
+			r := &cs[k].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					if r.Requests == nil {
+						r.Requests = corev1.ResourceList{}
+					}
+					r.Requests[name] = q.DeepCopy()
+				}
+			}
+		}
+	}
+}
+
+// mulQuantity returns q×n exactly (as a milli-value when q has a fractional part).
+func mulQuantity(q resource.Quantity, n int32) resource.Quantity {
+	out := q.DeepCopy()
+	out.Mul(int64(n))
+	return out
+}

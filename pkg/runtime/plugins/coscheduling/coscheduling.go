@@ -1,0 +1,152 @@
+// Package coscheduling gang-schedules a TrainJob with the Coscheduling plugin
+// of the Kubernetes scheduler-plugins (sigs.k8s.io/scheduler-plugins): a
+// scheduling.x-k8s.io/v1alpha1 PodGroup per TrainJob asks that all its pods
+// (initializers and launcher included) be bound together or not at all, and a
+// label ties every pod to the group. The runtime chooses the scheduler (its
+// pods' schedulerName); this plugin never sets it.
+//
+// The PodGroup is built as an unstructured object: the scheduler-plugins API
+// module would bring its scheduler's dependency tree into Trainyard's go.mod
+// for four fields.
+package coscheduling
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;patch
+
+// Name of the plugin.
+const Name = "CoScheduling"
+
+// PodGroupLabel ties a pod to its PodGroup (value: the group's name, the
+// TrainJob's name).
+const PodGroupLabel = "scheduling.x-k8s.io/pod-group"
+
+// DefaultScheduleTimeoutSeconds is the CRD's default, used when the runtime
+// does not say.
+const DefaultScheduleTimeoutSeconds int32 = 60
+
+// PodGroupGVK is the kind of the PodGroup.
+var PodGroupGVK = schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroup"}
+
+// Coscheduling is the plugin.
+type Coscheduling struct{}
+
+var (
+	_ framework.PodGroupPolicyPlugin = (*Coscheduling)(nil)
+	_ framework.BuildPlugin          = (*Coscheduling)(nil)
+	_ framework.OwnerPlugin          = (*Coscheduling)(nil)
+	_ framework.GangPlugin           = (*Coscheduling)(nil)
+)
+
+// New returns the plugin.
+func New() *Coscheduling { return &Coscheduling{} }
+
+// Name implements framework.Plugin.
+func (*Coscheduling) Name() string { return Name }
+
+// Owns implements framework.OwnerPlugin.
+func (*Coscheduling) Owns() []client.Object { return []client.Object{NewPodGroup()} }
+
+// NewPodGroup returns an empty PodGroup (its kind set).
+func NewPodGroup() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(PodGroupGVK)
+	return u
+}
+
+func policy(info *runtime.Info) *trainer.CoschedulingPodGroupPolicySource {
+	if p := info.Runtime.Spec.PodGroupPolicy; p != nil {
+		return p.Coscheduling
+	}
+	return nil
+}
+
+// EnforcePodGroupPolicy labels every pod template with the PodGroup's name.
+func (*Coscheduling) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+	if policy(info) == nil {
+		return nil
+	}
+	for k := range info.Spec.ReplicatedJobs {
+		tmpl := &info.Spec.ReplicatedJobs[k].Template.Spec.Template
+		if tmpl.Labels == nil {
+			tmpl.Labels = map[string]string{}
+		}
+		tmpl.Labels[PodGroupLabel] = job.Name
+	}
+	return nil
+}
+
+// Build emits the PodGroup: every pod of the job, their summed requests and
+// the runtime's schedule timeout. It is applied while the TrainJob is
+// suspended and left alone once it runs.
+func (*Coscheduling) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+	p := policy(info)
+	if p == nil {
+		return nil, nil
+	}
+	gang := info.Gang()
+	spec := map[string]any{
+		"minMember":              int64(gang.MinMember),
+		"scheduleTimeoutSeconds": int64(ptr.Deref(p.ScheduleTimeoutSeconds, DefaultScheduleTimeoutSeconds)),
+	}
+	if len(gang.MinResources) > 0 {
+		res := make(map[string]any, len(gang.MinResources))
+		for name, q := range gang.MinResources {
+			res[string(name)] = q.String()
+		}
+		spec["minResources"] = res
+	}
+	pg := NewPodGroup()
+	pg.SetName(job.Name)
+	pg.SetNamespace(job.Namespace)
+	if err := unstructured.SetNestedField(pg.Object, spec, "spec"); err != nil {
+		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
+	}
+	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
+}
+
+// Phases of a PodGroup in which its pods are placed (or done): the pods then
+// speak for themselves.
+var placedPhases = map[string]bool{"Scheduled": true, "Running": true, "Succeeded": true, "Finished": true, "Failed": true}
+
+// GangWaiting says why the job's pods wait, while its PodGroup is not
+// scheduled yet: the group's phase and count, and the scheduler's reason on
+// the first pod it left unscheduled (the coscheduling plugin writes why the
+// gang does not fit there, e.g. a permit timeout).
+func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+	if obs == nil {
+		return "", "", false
+	}
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	if !ok {
+		return "", "", false
+	}
+	phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
+	if placedPhases[phase] {
+		return "", "", false
+	}
+	if phase == "" {
+		phase = "Pending"
+	}
+	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
+	scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
+	msg := fmt.Sprintf("PodGroup %s is %s: %d/%d pods scheduled", pg.GetName(), phase, scheduled, minMember)
+	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+		msg += "; " + m
+	}
+	return "PodGroup" + phase, msg, true
+}

@@ -1,0 +1,244 @@
+// Package volcano gang-schedules a TrainJob with Volcano (volcano.sh): a
+// scheduling.volcano.sh/v1beta1 PodGroup per TrainJob holds all its pods
+// (initializers and launcher included) to be bound together, in the queue the
+// runtime names, and an annotation ties every pod to the group. The runtime
+// chooses the scheduler (its pods' schedulerName); this plugin never sets it.
+//
+// The PodGroup is built as an unstructured object: volcano.sh/apis would bring
+// Volcano's dependency tree into Trainyard's go.mod for a handful of fields.
+package volcano
+
+import (
+	"context"
+	"fmt"
+
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+)
+
+// +kubebuilder:rbac:groups=scheduling.volcano.sh,resources=podgroups,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch
+
+// Name of the plugin.
+const Name = "Volcano"
+
+// Volcano's names.
+const (
+	// GroupNameAnnotation ties a pod to its PodGroup (value: the TrainJob's name).
+	GroupNameAnnotation = "scheduling.k8s.io/group-name"
+	// QueueAnnotation, on the runtime's (or a patch's) JobSet template
+	// metadata, names the Volcano queue of the PodGroup.
+	QueueAnnotation = "scheduling.volcano.sh/queue-name"
+)
+
+// PodGroupGVK is the kind of the PodGroup.
+var PodGroupGVK = schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroup"}
+
+// Volcano is the plugin.
+type Volcano struct{}
+
+var (
+	_ framework.ValidatePlugin       = (*Volcano)(nil)
+	_ framework.PodGroupPolicyPlugin = (*Volcano)(nil)
+	_ framework.BuildPlugin          = (*Volcano)(nil)
+	_ framework.OwnerPlugin          = (*Volcano)(nil)
+	_ framework.GangPlugin           = (*Volcano)(nil)
+)
+
+// New returns the plugin.
+func New() *Volcano { return &Volcano{} }
+
+// Name implements framework.Plugin.
+func (*Volcano) Name() string { return Name }
+
+// Owns implements framework.OwnerPlugin.
+func (*Volcano) Owns() []client.Object { return []client.Object{NewPodGroup()} }
+
+// NewPodGroup returns an empty PodGroup (its kind set).
+func NewPodGroup() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(PodGroupGVK)
+	return u
+}
+
+func policy(info *runtime.Info) *trainer.VolcanoPodGroupPolicySource {
+	if p := info.Runtime.Spec.PodGroupPolicy; p != nil {
+		return p.Volcano
+	}
+	return nil
+}
+
+// Validate rejects an empty queue name, which Volcano would not place.
+func (*Volcano) Validate(info *runtime.Info, _, _ *trainer.TrainJob) field.ErrorList {
+	if policy(info) == nil {
+		return nil
+	}
+	if q, ok := info.Annotations[QueueAnnotation]; ok && q == "" {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "annotations").Key(QueueAnnotation), q,
+			"Volcano queue name must not be empty")}
+	}
+	return nil
+}
+
+// EnforcePodGroupPolicy annotates every pod template with the PodGroup's name.
+func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+	if policy(info) == nil {
+		return nil
+	}
+	for k := range info.Spec.ReplicatedJobs {
+		tmpl := &info.Spec.ReplicatedJobs[k].Template.Spec.Template
+		if tmpl.Annotations == nil {
+			tmpl.Annotations = map[string]string{}
+		}
+		tmpl.Annotations[GroupNameAnnotation] = job.Name
+	}
+	return nil
+}
+
+// queue is the PodGroup's queue: a legacy job's schedulingPolicy.queue, else
+// the JobSet annotation.
+func queue(info *runtime.Info) string {
+	if o := info.Runtime.Gang; o != nil && o.Queue != "" {
+		return o.Queue
+	}
+	return info.Annotations[QueueAnnotation]
+}
+
+// PriorityClassName is the priority class that the PodGroup takes: a legacy
+// job's schedulingPolicy.priorityClass, else that of the last replicated job
+// (in template order) whose pods set one.
+func PriorityClassName(info *runtime.Info) string {
+	if o := info.Runtime.Gang; o != nil && o.PriorityClassName != "" {
+		return o.PriorityClassName
+	}
+	name := ""
+	for k := range info.Spec.ReplicatedJobs {
+		if p := info.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName; p != "" {
+			name = p
+		}
+	}
+	return name
+}
+
+// Build emits the PodGroup: every pod of the job and their summed requests,
+// the queue, the priority class and the network-topology constraint. It is
+// applied while the TrainJob is suspended and left alone once it runs.
+func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+	p := policy(info)
+	if p == nil {
+		return nil, nil
+	}
+	gang := info.Gang()
+	spec := map[string]any{"minMember": int64(gang.MinMember)}
+	if len(gang.MinResources) > 0 {
+		res := make(map[string]any, len(gang.MinResources))
+		for name, q := range gang.MinResources {
+			res[string(name)] = q.String()
+		}
+		spec["minResources"] = res
+	}
+	if q := queue(info); q != "" {
+		spec["queue"] = q
+	}
+	if pc := PriorityClassName(info); pc != "" {
+		spec["priorityClassName"] = pc
+	}
+	if nt := p.NetworkTopology; nt != nil {
+		topo := map[string]any{}
+		if nt.Mode != "" {
+			topo["mode"] = nt.Mode
+		}
+		if nt.HighestTierAllowed != nil {
+			topo["highestTierAllowed"] = int64(*nt.HighestTierAllowed)
+		}
+		spec["networkTopology"] = topo
+	}
+	pg := NewPodGroup()
+	pg.SetName(job.Name)
+	pg.SetNamespace(job.Namespace)
+	if err := unstructured.SetNestedField(pg.Object, spec, "spec"); err != nil {
+		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
+	}
+	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
+}
+
+// systemPriorityClasses exist in every cluster (the API server creates them).
+var systemPriorityClasses = map[string]bool{"system-cluster-critical": true, "system-node-critical": true}
+
+// ValidatePriorityClass checks that the PodGroup's priority class exists. It
+// needs a lookup, so it is not part of the pure Validate: the admission
+// webhook, which has a client, runs it (a missing class also keeps the Job
+// controller from creating the pods, which Volcano then reports).
+func ValidatePriorityClass(ctx context.Context, c client.Reader, info *runtime.Info) field.ErrorList {
+	if policy(info) == nil {
+		return nil
+	}
+	name := PriorityClassName(info)
+	if name == "" || systemPriorityClasses[name] {
+		return nil
+	}
+	err := c.Get(ctx, client.ObjectKey{Name: name}, &schedulingv1.PriorityClass{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "templateSpec", "priorityClassName"), name,
+			fmt.Sprintf("PriorityClass %q doesn't exist: %v", name, err))}
+	default:
+		return field.ErrorList{field.InternalError(field.NewPath("spec", "templateSpec", "priorityClassName"),
+			fmt.Errorf("looking up PriorityClass %q: %w", name, err))}
+	}
+}
+
+// GangWaiting says why the job's pods wait, while Volcano has not placed its
+// PodGroup: the scheduler's Unschedulable condition on the group (reason and
+// message verbatim), else the group's phase and queue.
+func (*Volcano) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+	if obs == nil {
+		return "", "", false
+	}
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	if !ok {
+		return "", "", false
+	}
+	phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
+	if phase == "Running" || phase == "Completed" {
+		return "", "", false
+	}
+	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Unschedulable" || m["status"] != "True" {
+			continue
+		}
+		reason, _ := m["reason"].(string)
+		if reason == "" {
+			reason = "Unschedulable"
+		}
+		message, _ := m["message"].(string)
+		return reason, fmt.Sprintf("PodGroup %s: %s", pg.GetName(), message), true
+	}
+	if phase == "" {
+		phase = "Pending"
+	}
+	queue, _, _ := unstructured.NestedString(pg.Object, "spec", "queue")
+	msg := fmt.Sprintf("PodGroup %s is %s", pg.GetName(), phase)
+	if queue != "" {
+		msg += " in queue " + queue
+	}
+	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+		msg += "; " + m
+	}
+	return "PodGroup" + phase, msg, true
+}

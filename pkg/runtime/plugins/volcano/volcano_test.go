@@ -1,0 +1,251 @@
+package volcano_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
+	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+)
+
+func podGroup(spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "scheduling.volcano.sh/v1beta1",
+		"kind":       "PodGroup",
+		"metadata":   map[string]any{"name": "job", "namespace": "ns"},
+		"spec":       spec,
+	}}
+}
+
+// gangRuntime is a torch runtime with a launcher-like job without an ancestor
+// label (2 replicas of 1 CPU) and a trainer (2 CPUs), under Volcano when
+// policy is non-nil, with the JobSet template annotations given.
+func gangRuntime(policy *trainer.VolcanoPodGroupPolicySource, annotations map[string]string, priority map[string]string) *runtime.Runtime {
+	side := rtt.MakeContainer("side", "side:latest")
+	side.Resources = rtt.Requests("cpu", "1")
+	sideJob := rtt.MakeReplicatedJob("side", "", side)
+	sideJob.Replicas = 2
+	w := rtt.MakeTorchRuntime("torch").ReplicatedJobs(
+		sideJob,
+		rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "trainer:latest")),
+	).TrainerResources(rtt.Requests("cpu", "2")).Annotations(annotations)
+	for rjob, pc := range priority {
+		w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
+	}
+	if policy != nil {
+		w.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Volcano: policy}}
+	}
+	return w.Obj()
+}
+
+func TestBuild(t *testing.T) {
+	cases := map[string]struct {
+		rt              *runtime.Runtime
+		want            *unstructured.Unstructured
+		wantAnnotations map[string]string // pod template group-name annotation by replicated job
+	}{
+		"no podGroupPolicy: no PodGroup, no annotation": {
+			rt:              gangRuntime(nil, map[string]string{volcano.QueueAnnotation: "q"}, nil),
+			wantAnnotations: map[string]string{"side": "", "node": ""},
+		},
+		"bare policy: all pods, summed requests, no queue": {
+			rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, nil, nil),
+			want: podGroup(map[string]any{
+				"minMember":    int64(6),
+				"minResources": map[string]any{"cpu": "10"},
+			}),
+			wantAnnotations: map[string]string{"side": "job", "node": "job"},
+		},
+		"queue from the JobSet annotation, the last job's priority class, network topology": {
+			rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{NetworkTopology: &trainer.NetworkTopologySpec{Mode: "hard", HighestTierAllowed: ptr.To(2)}},
+				map[string]string{volcano.QueueAnnotation: "research"}, map[string]string{"side": "low", "node": "high"}),
+			want: podGroup(map[string]any{
+				"minMember":         int64(6),
+				"minResources":      map[string]any{"cpu": "10"},
+				"queue":             "research",
+				"priorityClassName": "high",
+				"networkTopology":   map[string]any{"mode": "hard", "highestTierAllowed": int64(2)},
+			}),
+			wantAnnotations: map[string]string{"side": "job", "node": "job"},
+		},
+	}
+	fw, err := plugins.NewFramework()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := fw.Build(rtt.MakeTrainJob("ns", "job").NumNodes(4).Obj(), tc.rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *unstructured.Unstructured
+			for _, c := range p.Children {
+				if u, ok := c.Object.(*unstructured.Unstructured); ok && u.GroupVersionKind() == volcano.PodGroupGVK {
+					got = u
+					if c.Rule != plan.RuleApplyWhileSuspended {
+						t.Errorf("PodGroup rule = %s, want %s", c.Rule, plan.RuleApplyWhileSuspended)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("PodGroup (-want +got):\n%s", diff)
+			}
+			ann := map[string]string{}
+			for _, rj := range p.JobSet().Spec.ReplicatedJobs {
+				ann[rj.Name] = rj.Template.Spec.Template.Annotations[volcano.GroupNameAnnotation]
+			}
+			if diff := cmp.Diff(tc.wantAnnotations, ann); diff != "" {
+				t.Errorf("pod annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		rt   *runtime.Runtime
+		want []fieldErr
+	}{
+		"a queue":             {rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, map[string]string{volcano.QueueAnnotation: "q"}, nil)},
+		"no queue annotation": {rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, nil, nil)},
+		"an empty queue name": {
+			rt:   gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, map[string]string{volcano.QueueAnnotation: ""}, nil),
+			want: []fieldErr{{Field: "spec.annotations[scheduling.volcano.sh/queue-name]", Type: field.ErrorTypeInvalid, Detail: "Volcano queue name must not be empty"}},
+		},
+		"an empty queue name without a Volcano policy is not Volcano's": {
+			rt: gangRuntime(nil, map[string]string{volcano.QueueAnnotation: ""}, nil),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := rtt.MakeTrainJob("ns", "job").Obj()
+			info, err := runtime.NewInfo(job, tc.rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fieldErrs(volcano.New().Validate(info, nil, job))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+var _ framework.ValidatePlugin = volcano.New()
+
+// fieldErr is a field error without its value, messages compared whole.
+type fieldErr struct {
+	Field  string
+	Type   field.ErrorType
+	Detail string
+}
+
+func fieldErrs(errs field.ErrorList) []fieldErr {
+	var out []fieldErr
+	for _, e := range errs {
+		out = append(out, fieldErr{Field: e.Field, Type: e.Type, Detail: e.Detail})
+	}
+	return out
+}
+
+func TestValidatePriorityClass(t *testing.T) {
+	existing := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
+	cases := map[string]struct {
+		priority map[string]string
+		policy   *trainer.VolcanoPodGroupPolicySource
+		want     []fieldErr
+	}{
+		"no priority class":          {policy: &trainer.VolcanoPodGroupPolicySource{}},
+		"an existing priority class": {policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "high"}},
+		"a system priority class ends the check": {
+			policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "system-node-critical"},
+		},
+		"a missing priority class": {
+			policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "urgent"},
+			want: []fieldErr{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInvalid,
+				Detail: `PriorityClass "urgent" doesn't exist: priorityclasses.scheduling.k8s.io "urgent" not found`}},
+		},
+		"a missing priority class without a Volcano policy is not checked": {priority: map[string]string{"node": "urgent"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(existing).Build()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), gangRuntime(tc.policy, nil, tc.priority))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fieldErrs(volcano.ValidatePriorityClass(context.Background(), c, info))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGangWaiting(t *testing.T) {
+	job := rtt.MakeTrainJob("ns", "job").Obj()
+	withStatus := func(status map[string]any) *unstructured.Unstructured {
+		pg := podGroup(map[string]any{"minMember": int64(3), "queue": "research"})
+		if status != nil {
+			pg.Object["status"] = status
+		}
+		return pg
+	}
+	type want struct {
+		Reason, Message string
+		Waiting         bool
+	}
+	cases := map[string]struct {
+		pg   *unstructured.Unstructured
+		want want
+	}{
+		"no PodGroup": {},
+		"inqueue, no condition": {
+			pg:   withStatus(map[string]any{"phase": "Inqueue"}),
+			want: want{"PodGroupInqueue", "PodGroup job is Inqueue in queue research", true},
+		},
+		"unschedulable: Volcano's reason and message": {
+			pg: withStatus(map[string]any{"phase": "Pending", "conditions": []any{
+				map[string]any{"type": "Scheduled", "status": "False"},
+				map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"},
+			}}),
+			want: want{"NotEnoughResources", "PodGroup job: 3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable", true},
+		},
+		"running": {
+			pg: withStatus(map[string]any{"phase": "Running", "conditions": []any{
+				map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"},
+			}}),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obs := &observe.Observed{Children: childsync.Children{}}
+			if tc.pg != nil {
+				obs.Children[childsync.Key{GroupKind: volcano.PodGroupGVK.GroupKind(), Name: "job"}] = tc.pg
+			}
+			var got want
+			got.Reason, got.Message, got.Waiting = volcano.New().GangWaiting(job, obs)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GangWaiting (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -11,11 +11,17 @@ each node.
 The data is not downloaded: the runtime's dataset initializer has put the raw idx
 files in ./data/FashionMNIST/raw (relative to the working directory the runtime
 sets), where torchvision's FashionMNIST("./data") looks first. Rank 0 prints the
-loss every 10 batches, then a summary line that `make run` reads.
+loss every 10 batches, then a summary line that `make run` reads, and reports
+its progress (percentage, ETA, loss) to the TrainJob's status, where `kubectl get
+trainjob`, `trainyard get`, `trainyard wait` and `trainyard logs -f` show it.
 """
 
+import datetime
+import json
 import os
+import ssl
 import time
+import urllib.request
 
 import torch
 import torch.distributed as dist
@@ -41,6 +47,31 @@ def cnn() -> nn.Module:
     )
 
 
+def report_progress(percent: int, remaining: float, loss: float) -> None:
+    """POSTs status.trainerStatus to the status server (Kubeflow Trainer's
+    protocol) named by the KUBEFLOW_TRAINER_SERVER_* variables, with this pod's
+    token; does nothing without them. A failed report never stops training."""
+    url = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL")
+    ca = os.environ.get("KUBEFLOW_TRAINER_SERVER_CA_CERT")
+    token_file = os.environ.get("KUBEFLOW_TRAINER_SERVER_TOKEN")
+    if not (url and ca and token_file):
+        return
+    status = {
+        "progressPercentage": percent,
+        "estimatedRemainingSeconds": max(int(remaining), 0),
+        "metrics": [{"name": "loss", "value": f"{loss:.4f}"}],
+        "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    try:
+        with open(token_file) as f:
+            token = f.read().strip()
+        request = urllib.request.Request(url, data=json.dumps({"trainerStatus": status}).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca), timeout=5).close()
+    except Exception as e:  # progress is nice to have
+        print(f"progress report failed (training goes on): {e}", flush=True)
+
+
 def main() -> None:
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -56,6 +87,7 @@ def main() -> None:
 
     start = time.time()
     first = last = None
+    total, done, reported = EPOCHS * len(batches), 0, 0.0
     for epoch in range(1, EPOCHS + 1):
         shard.set_epoch(epoch)
         model.train()
@@ -67,6 +99,11 @@ def main() -> None:
             value = loss.item()
             first = value if first is None else first
             last = value
+            done += 1
+            if rank == 0 and time.time() - reported >= 2:  # at most one report every 2 s
+                reported = time.time()
+                elapsed = reported - start
+                report_progress(100 * done // total, elapsed * (total - done) / done, value)
             if rank == 0 and step % LOG_EVERY == 0:
                 seen = step * BATCH_SIZE * world
                 print(f"Train Epoch: {epoch} [{seen}/{len(train_set)} ({100.0 * step / len(batches):.0f}%)]\tLoss: {value:.6f}",
@@ -74,6 +111,7 @@ def main() -> None:
 
     dist.barrier()
     if rank == 0:
+        report_progress(100, 0, last)
         print("Training is finished", flush=True)
         print(f"FASHION_MNIST_RESULT world_size={world} epochs={EPOCHS} first_loss={first:.4f} "
               f"last_loss={last:.4f} seconds={time.time() - start:.1f}", flush=True)

@@ -214,8 +214,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	prepErr := make(chan error, 1)
 	prepPending := false // the prepare goroutine runs and nobody waits for it yet
+	started := c         // the error returns below set the named result c to nil
 	defer func() {
 		if err != nil {
+			c := started
 			if prepPending {
 				// Let it finish before the caller may remove StateDir.
 				if perr := <-prepErr; perr != nil {

@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"reflect"
+	"strconv"
+	"strings"
 )
 
-// Ports are the loopback ports a cluster listens on. All are chosen at random by
-// the kernel when the cluster comes up, so that several clusters (a person's
+// Ports are the loopback ports a cluster listens on. All are chosen at random
+// (freePorts) when the cluster comes up, so that several clusters (a person's
 // `make cluster-up` and a test suite's) can run side by side.
 type Ports struct {
 	EtcdClient     int `json:"etcdClient"`
@@ -25,10 +29,17 @@ type Ports struct {
 	ManagerStatus  int `json:"managerStatus"`
 }
 
-// freePorts fills every field of Ports with a distinct free port on 127.0.0.1. All
-// listeners are held open until every port is chosen, so no two fields get the same
-// port. (Another program may still take a port between here and the component's
-// start; that window is short, and the component then fails loudly.)
+// freePorts fills every field of Ports with a distinct free port. All listeners
+// are held open until every port is chosen, so no two fields get the same port.
+//
+// Ports come from below the kernel's ephemeral range, at random: a port the
+// kernel hands out for ":0" is also what it hands out as the source port of
+// outgoing connections, and with several clusters starting side by side (go
+// test runs packages in parallel) one of their many connections took such a
+// port before the component that was to listen on it started. Each port is
+// checked on every address (the manager's status server listens on all of
+// them). Another program may still take a port between here and the
+// component's start; the component then fails loudly.
 func freePorts() (Ports, error) {
 	var p Ports
 	v := reflect.ValueOf(&p).Elem()
@@ -38,15 +49,36 @@ func freePorts() (Ports, error) {
 			_ = l.Close()
 		}
 	}()
+	low, high := portRange()
 	for i := 0; i < v.NumField(); i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		var l net.Listener
+		var err error
+		for try := 0; try < 200; try++ {
+			if l, err = net.Listen("tcp", fmt.Sprintf(":%d", low+rand.IntN(high-low))); err == nil {
+				break
+			}
+		}
 		if err != nil {
-			return p, fmt.Errorf("finding a free loopback port: %w", err)
+			return p, fmt.Errorf("finding a free port in [%d, %d): %w", low, high, err)
 		}
 		ls = append(ls, l)
 		v.Field(i).SetInt(int64(l.Addr().(*net.TCPAddr).Port))
 	}
 	return p, nil
+}
+
+// portRange is where freePorts looks: from 10000 up to the start of the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range; 32768 by default).
+func portRange() (low, high int) {
+	low, high = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > low+1000 {
+				high = n
+			}
+		}
+	}
+	return low, high
 }
 
 func loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }

@@ -187,6 +187,10 @@ func TestFreePortsDistinct(t *testing.T) {
 		if n == 0 || seen[n] {
 			t.Errorf("port %d of %s is zero or repeated", n, v.Type().Field(i).Name)
 		}
+		// Below the ephemeral range, where no outgoing connection takes it.
+		if low, high := portRange(); n < int64(low) || n >= int64(high) {
+			t.Errorf("port %d of %s is outside [%d, %d)", n, v.Type().Field(i).Name, low, high)
+		}
 		seen[n] = true
 	}
 }

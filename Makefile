@@ -34,6 +34,8 @@ run: cluster-tools debian-packages ## Train Fashion-MNIST for real as Kubeflow's
 
 .PHONY: build
 build: ## Build the manager and the trainyard CLI (docs/cli.md) into bin/.
+	@# Download quietly first, so a cold build prints no `go: downloading` flood.
+	@go mod download
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard ./cmd/trainyard
 

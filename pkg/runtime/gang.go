@@ -19,6 +19,21 @@ type Gang struct {
 	MinResources corev1.ResourceList
 }
 
+// PodGroupSpec renders the part of a PodGroup spec that every gang scheduler's
+// PodGroup shares (minMember, and minResources when any pod requests
+// something), as unstructured content.
+func (g Gang) PodGroupSpec() map[string]any {
+	spec := map[string]any{"minMember": int64(g.MinMember)}
+	if len(g.MinResources) > 0 {
+		res := make(map[string]any, len(g.MinResources))
+		for name, q := range g.MinResources {
+			res[string(name)] = q.String()
+		}
+		spec["minResources"] = res
+	}
+	return spec
+}
+
 // GangOverrides are a PyTorchJob's runPolicy.schedulingPolicy: each set field
 // replaces what the gang plugins would derive from the pods.
 type GangOverrides struct {

@@ -98,18 +98,8 @@ func (*Coscheduling) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Ch
 	if p == nil {
 		return nil, nil
 	}
-	gang := info.Gang()
-	spec := map[string]any{
-		"minMember":              int64(gang.MinMember),
-		"scheduleTimeoutSeconds": int64(ptr.Deref(p.ScheduleTimeoutSeconds, DefaultScheduleTimeoutSeconds)),
-	}
-	if len(gang.MinResources) > 0 {
-		res := make(map[string]any, len(gang.MinResources))
-		for name, q := range gang.MinResources {
-			res[string(name)] = q.String()
-		}
-		spec["minResources"] = res
-	}
+	spec := info.Gang().PodGroupSpec()
+	spec["scheduleTimeoutSeconds"] = int64(ptr.Deref(p.ScheduleTimeoutSeconds, DefaultScheduleTimeoutSeconds))
 	pg := NewPodGroup()
 	pg.SetName(job.Name)
 	pg.SetNamespace(job.Namespace)

@@ -139,15 +139,7 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 	if p == nil {
 		return nil, nil
 	}
-	gang := info.Gang()
-	spec := map[string]any{"minMember": int64(gang.MinMember)}
-	if len(gang.MinResources) > 0 {
-		res := make(map[string]any, len(gang.MinResources))
-		for name, q := range gang.MinResources {
-			res[string(name)] = q.String()
-		}
-		spec["minResources"] = res
-	}
+	spec := info.Gang().PodGroupSpec()
 	if q := queue(info); q != "" {
 		spec["queue"] = q
 	}

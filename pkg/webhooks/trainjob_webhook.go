@@ -24,7 +24,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/pkg/validation"
 )
 
@@ -150,11 +149,7 @@ func (v *TrainJobValidator) againstRuntime(ctx context.Context, oldJob, job *tra
 	}
 	// Checks that need a lookup run here, where there is a client (plugins
 	// are pure).
-	info, err := runtime.NewInfo(job, rt)
-	if err != nil {
-		return nil // reported by ValidateAgainstRuntime
-	}
-	return volcano.ValidatePriorityClass(ctx, v.Client, info)
+	return validation.ValidateLookups(ctx, v.Client, job, rt)
 }
 
 func ours(job *trainer.TrainJob) bool {

@@ -59,7 +59,16 @@ func (a *Adapter) Plan(ctx context.Context, r client.Reader, o client.Object, ob
 	if err != nil {
 		return nil, err
 	}
-	return a.Render(job, rt)
+	p, err := a.Render(job, rt)
+	if err != nil || obs.JobSet(job.Name) != nil {
+		return p, err
+	}
+	// Before the first JobSet, the checks the webhook makes with lookups, so
+	// that their errors show in status when the webhook is not installed.
+	if errs := validation.ValidateLookups(ctx, r, job, rt); len(errs) > 0 {
+		return nil, &framework.InvalidError{Errs: errs, Recheck: true}
+	}
+	return p, nil
 }
 
 // runtimeFor is the snapshot on the job's JobSet, else the live runtime (also

@@ -30,7 +30,13 @@ type pass struct {
 	now    time.Time
 	out    jobframework.Outcome
 	record []func()
+	// recheck: the build failed on a lookup, so look again after LookupRecheck.
+	recheck bool
 }
+
+// LookupRecheck is how soon a job whose build failed on a lookup of another
+// object (a missing PriorityClass) is looked at again.
+const LookupRecheck = 30 * time.Second
 
 func (p *pass) event(kind, reason, action, format string, args ...any) {
 	p.out.Events = append(p.out.Events, jobframework.Event{Type: kind, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
@@ -143,6 +149,9 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	case ok && !finished(status):
 		p.out.Requeue = at.Sub(now)
 	}
+	if p.recheck && (p.out.Requeue == 0 || p.out.Requeue > LookupRecheck) {
+		p.out.Requeue = LookupRecheck
+	}
 }
 
 // synced reports errors of planning and syncing in Created=False, and sends
@@ -184,6 +193,11 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 		p.createdFalse(trainer.TrainJobRuntimeNotFound, EventRuntimeNotFound, "Resolve", err)
 	case framework.IsInvalid(err):
 		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
+		if framework.NeedsRecheck(err) {
+			// Found by a lookup (a PriorityClass not created yet): nothing
+			// about the job will change to wake it, so look again.
+			p.recheck = true
+		}
 	case errors.Is(err, childsync.ErrNotOwned):
 		p.createdFalse(trainer.TrainJobJobSetNotOwnedReason, EventJobSetNotOwned, "Sync", err)
 	case errors.Is(err, childsync.ErrKindNotServed):

@@ -95,6 +95,7 @@ func TestStatusErrors(t *testing.T) {
 	errUnsupported := fmt.Errorf("%w: unsupported runtime MPIJob.trainer.kubeflow.org", runtime.ErrUnsupported)
 	errNotFound := fmt.Errorf(`%w: ClusterTrainingRuntime "torch-distributed" does not exist; create it, or fix spec.runtimeRef`, runtime.ErrNotFound)
 	errInvalid := &framework.InvalidError{Errs: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), "1job", "must start with a lowercase letter")}}
+	errLookup := &framework.InvalidError{Recheck: true, Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "templateSpec", "priorityClassName"), "later", `PriorityClass "later" doesn't exist`)}}
 	errNotOwned := fmt.Errorf("%w: JobSet default/job already exists and is not controlled by TrainJob job", childsync.ErrNotOwned)
 	errNotServed := fmt.Errorf("%w: TrainJob job needs PodGroup.scheduling.x-k8s.io", childsync.ErrKindNotServed)
 	errAPI := fmt.Errorf("creating JobSet job: %w", apierrors.NewServiceUnavailable("etcd is down"))
@@ -133,6 +134,11 @@ func TestStatusErrors(t *testing.T) {
 			job:  newJob(withStatus(createdFalse(trainer.TrainJobRuntimeNotFound, errNotFound))),
 			sync: failed(errNotFound),
 			want: outcome{Status: createdFalse(trainer.TrainJobRuntimeNotFound, errNotFound)},
+		},
+		"a lookup failed (missing PriorityClass): reported, and looked at again": {
+			job:  newJob(),
+			sync: failed(errLookup),
+			want: outcome{Status: createdFalse(trainer.TrainJobBuildFailedReason, errLookup), Events: warning(EventBuildFailed, "Build", errLookup), Requeue: LookupRecheck},
 		},
 		"invalid TrainJob": {
 			job:  newJob(),

@@ -161,9 +161,13 @@ func (f *Framework) validatePolicies(info *runtime.Info) field.ErrorList {
 }
 
 // InvalidError is a TrainJob or runtime the pipeline cannot build: retrying will
-// not help until one of them changes.
+// not help until one of them changes, unless Recheck says so.
 type InvalidError struct {
 	Errs field.ErrorList
+	// Recheck marks errors found by looking up other objects (a PriorityClass
+	// that does not exist yet): they can go away without an edit of the job,
+	// so the controller looks again later.
+	Recheck bool
 }
 
 func (e *InvalidError) Error() string { return e.Errs.ToAggregate().Error() }
@@ -172,6 +176,12 @@ func (e *InvalidError) Error() string { return e.Errs.ToAggregate().Error() }
 func IsInvalid(err error) bool {
 	var ie *InvalidError
 	return errors.As(err, &ie)
+}
+
+// NeedsRecheck reports whether err is an InvalidError found by a lookup.
+func NeedsRecheck(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie) && ie.Recheck
 }
 
 func invalid(err error) error {

@@ -10,9 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +25,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
@@ -155,6 +159,7 @@ func TestVolcanoPodGroup(t *testing.T) {
 		Volcano: &trainer.VolcanoPodGroupPolicySource{NetworkTopology: &trainer.NetworkTopologySpec{Mode: "soft", HighestTierAllowed: ptr.To(1)}},
 	}, map[string]string{volcano.QueueAnnotation: "research"})
 	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.PriorityClassName = "high"
+	createPriorityClass(t, "high")
 	require.NoError(t, env.Client.Create(ctx(), rt))
 	job := gangJob(ns, "vc", 2, false)
 	require.NoError(t, env.Client.Create(ctx(), job))
@@ -209,4 +214,64 @@ func tamper(t *testing.T, pg *unstructured.Unstructured) {
 	delete(ann, childsync.RenderHashAnnotation)
 	pg.SetAnnotations(ann)
 	require.NoError(t, env.Client.Update(ctx(), pg))
+}
+
+// createPriorityClass creates a cluster-scoped PriorityClass, deleted when the
+// test ends.
+func createPriorityClass(t *testing.T, name string) {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: 1000}
+	require.NoError(t, env.Client.Create(ctx(), pc))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx(), pc) })
+}
+
+// With no admission webhook, a Volcano job whose PriorityClass does not exist
+// says so in status, with the webhook's field error, and gets no children; once
+// the class is created, the job is built without any edit of its own.
+func TestVolcanoMissingPriorityClassInStatus(t *testing.T) {
+	ns := framework.NewNamespace(t, env.Client, "volcano-pc")
+	rt := gangRuntime(ns, trainer.PodGroupPolicySource{Volcano: &trainer.VolcanoPodGroupPolicySource{}}, nil)
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.PriorityClassName = "later"
+	require.NoError(t, env.Client.Create(ctx(), rt))
+	require.NoError(t, env.Client.Create(ctx(), gangJob(ns, "pc", 2, false)))
+
+	var job trainer.TrainJob
+	framework.Eventually(t, func() error {
+		if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "pc"}, &job); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, trainer.TrainJobCreated)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobBuildFailedReason {
+			return fmt.Errorf("conditions %+v, want Created=False/%s", job.Status.Conditions, trainer.TrainJobBuildFailedReason)
+		}
+		return nil
+	})
+	c := meta.FindStatusCondition(job.Status.Conditions, trainer.TrainJobCreated)
+	require.Contains(t, c.Message, `spec.templateSpec.priorityClassName: Invalid value: "later": PriorityClass "later" doesn't exist`)
+	for _, obj := range []client.Object{&jobsetv1alpha2.JobSet{}, podGroup(volcano.PodGroupGVK)} {
+		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "pc"}, obj)
+		require.Truef(t, client.IgnoreNotFound(err) == nil && err != nil, "%T exists (or %v) while the PriorityClass is missing", obj, err)
+	}
+
+	createPriorityClass(t, "later")
+	// Nothing about the job changes, so it is looked at again after
+	// LookupRecheck; then its JobSet and PodGroup exist and the error goes.
+	deadline := time.Now().Add(trainjob.LookupRecheck + framework.Timeout)
+	for {
+		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "pc"}, &job)
+		if err == nil && meta.FindStatusCondition(job.Status.Conditions, trainer.TrainJobCreated) == nil && job.Status.Phase != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not built %s after the PriorityClass was created: %v %+v", trainjob.LookupRecheck+framework.Timeout, err, job.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	waitPodGroup(t, volcano.PodGroupGVK, ns, "pc")
+}
+
+func podGroup(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	pg := &unstructured.Unstructured{}
+	pg.SetGroupVersionKind(gvk)
+	return pg
 }

@@ -169,9 +169,10 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 var systemPriorityClasses = map[string]bool{"system-cluster-critical": true, "system-node-critical": true}
 
 // ValidatePriorityClass checks that the PodGroup's priority class exists. It
-// needs a lookup, so it is not part of the pure Validate: the admission
-// webhook, which has a client, runs it (a missing class also keeps the Job
-// controller from creating the pods, which Volcano then reports).
+// needs a lookup, so it is not part of the pure Validate: validation.ValidateLookups
+// runs it, in the admission webhook and in the controller before a job's first
+// JobSet (a missing class would also keep the Job controller from creating the
+// pods).
 func ValidatePriorityClass(ctx context.Context, c client.Reader, info *runtime.Info) field.ErrorList {
 	if policy(info) == nil {
 		return nil

@@ -147,6 +147,7 @@ func nonDefaultValues() map[string]any {
 		"replicaCount":     2,
 		"kueue":            map[string]any{"mode": "jobset"},
 		"clusterDomain":    "corp.example",
+		"pytorchJob":       map[string]any{"gangSchedulerName": "volcano"},
 		"webhook":          map[string]any{"certManager": map[string]any{"enabled": true}},
 		"metrics": map[string]any{
 			"secure": false, "port": 9090,
@@ -698,7 +699,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 	wantArgs := []string{
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
 		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
-		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--cert-management=external",
+		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
@@ -982,6 +983,7 @@ func TestChartValueVariants(t *testing.T) {
 		"unknown kueue mode":                       {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
 		"a cluster domain that is no DNS name":     {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},
 		"an empty cluster domain":                  {map[string]any{"clusterDomain": ""}, "clusterDomain"},
+		"an unknown PyTorchJob gang scheduler":     {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
 		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
 		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
 	} {

@@ -55,6 +55,7 @@ func run() error {
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		wh          = webhookOptions{}
 		status      = statusOptions{}
+		leader      = leaderOptions{}
 	)
 	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
 	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
@@ -66,6 +67,7 @@ func run() error {
 	flag.StringVar(&wh.secretName, "webhook-secret-name", "trainyard-webhook-cert", "Secret holding the webhook serving certificate")
 	flag.StringVar(&wh.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of tls.crt and tls.key for the webhook server")
 	status.bindFlags(flag.CommandLine)
+	leader.bindFlags(flag.CommandLine)
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -103,7 +105,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Client:                  controller.ClientOptions(),
@@ -113,7 +115,11 @@ func run() error {
 		LeaderElectionID:        "trainyard.trainer.kubeflow.org",
 		LeaderElectionNamespace: *leaderNS,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: wh.certDir}),
-	})
+	}
+	if err := leader.apply(&mgrOpts); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}

@@ -145,6 +145,7 @@ func nonDefaultValues() map[string]any {
 		"image":            map[string]any{"repository": "registry.example.com/mirror/trainyard-manager", "tag": "v9.9.9", "pullPolicy": "Always"},
 		"imagePullSecrets": []any{map[string]any{"name": "mirror-credentials"}},
 		"replicaCount":     2,
+		"leaderElection":   map[string]any{"enabled": true, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms"},
 		"kueue":            map[string]any{"mode": "jobset"},
 		"clusterDomain":    "corp.example",
 		"pytorchJob":       map[string]any{"gangSchedulerName": "volcano"},
@@ -698,6 +699,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 	}
 	wantArgs := []string{
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
+		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
 		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
@@ -983,6 +985,7 @@ func TestChartValueVariants(t *testing.T) {
 		"unknown kueue mode":                       {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
 		"a cluster domain that is no DNS name":     {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},
 		"an empty cluster domain":                  {map[string]any{"clusterDomain": ""}, "clusterDomain"},
+		"a lease duration that is no Go duration":  {map[string]any{"leaderElection": map[string]any{"leaseDuration": "4 seconds"}}, "leaseDuration"},
 		"an unknown PyTorchJob gang scheduler":     {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
 		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
 		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},

@@ -39,6 +39,7 @@ const ns = "chaos"
 
 type report struct {
 	N              int       `json:"n"`
+	ManagerArgs    []string  `json:"managerArgs,omitempty"`
 	Kills          []kill    `json:"kills"`
 	APIRestartAt   float64   `json:"apiServerRestartAt"`
 	APIRestartSecs float64   `json:"apiServerRestartSeconds"`
@@ -66,9 +67,10 @@ func main() {
 		dir     = flag.String("state-dir", "bin/perf/chaos-cluster", "state directory of the local cluster")
 		out     = flag.String("out", "bin/perf/chaos.json", "report file")
 		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
+		mgrArgs = flag.String("manager-args", "", "extra manager flags, space separated (e.g. shorter --leader-election-lease-duration)")
 	)
 	flag.Parse()
-	rep, err := run(*n, *kills, *window, *seed, *dir, *timeout)
+	rep, err := run(*n, *kills, *window, *seed, *dir, *timeout, strings.Fields(*mgrArgs))
 	if rep != nil {
 		if b, jerr := json.MarshalIndent(rep, "", "  "); jerr == nil {
 			_ = os.MkdirAll(filepath.Dir(*out), 0o755)
@@ -87,7 +89,7 @@ func main() {
 		*seed, rep.N, len(rep.Kills), rep.Events)
 }
 
-func run(n, kills int, window time.Duration, seed uint64, dir string, timeout time.Duration) (*report, error) {
+func run(n, kills int, window time.Duration, seed uint64, dir string, timeout time.Duration, managerArgs []string) (*report, error) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
@@ -104,6 +106,7 @@ func run(n, kills int, window time.Duration, seed uint64, dir string, timeout ti
 	c, err := cluster.Up(ctx, cluster.Options{
 		StateDir: dir, CPUNodes: nodes, PodsPerNode: 500, UntaintedNodes: true, DisableQPSLimits: true,
 		ManagerReplicas: 2,
+		ManagerArgs:     managerArgs,
 		Runtimes:        []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
 		Progress:        os.Stderr,
 	})
@@ -140,7 +143,7 @@ func run(n, kills int, window time.Duration, seed uint64, dir string, timeout ti
 	}
 	slices.Sort(at)
 	apiAt := time.Duration(rng.Int64N(int64(window)))
-	rep := &report{N: n, Started: time.Now()}
+	rep := &report{N: n, ManagerArgs: managerArgs, Started: time.Now()}
 
 	names := harness.Names("job", n)
 	objs := make([]client.Object, n)

@@ -22,6 +22,7 @@ import (
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the TrainJob is in its state"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,description="Times the JobSet's failure policy restarted the pods",priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`

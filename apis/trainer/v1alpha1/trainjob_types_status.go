@@ -70,6 +70,11 @@ type TrainJobStatus struct {
 	// +optional
 	ReadyNodes *int32 `json:"readyNodes,omitempty"`
 
+	// restarts counts how often the JobSet's failure policy restarted the
+	// job's pods, e.g. after a node was lost (Trainyard, additive).
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
 	// startTime is when every training node was first running, since the last
 	// resume (Trainyard, additive).
 	// +optional

@@ -132,6 +132,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	summarize(job, after.JobSet(job.Name), after, status, now, func() (string, string, bool) {
 		return a.Framework.GangWaiting(job, after)
 	})
+	p.restarts(after.JobSet(job.Name))
 	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
 		p.event(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
 	}

@@ -629,3 +629,46 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("truncate(short) = %q", got)
 	}
 }
+
+// TestStatusRestarts: the JobSet's restarts (its failure policy after lost
+// pods) are counted in status.restarts, told once in an event, and never
+// counted down.
+func TestStatusRestarts(t *testing.T) {
+	restarted := func(n int32) func(*jobsetv1alpha2.JobSet) {
+		return func(js *jobsetv1alpha2.JobSet) {
+			js.Status.Restarts = n
+			js.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{MaxRestarts: 3}
+		}
+	}
+	withRestarts := func(s trainer.TrainJobStatus, n int32) trainer.TrainJobStatus {
+		s.Restarts = n
+		return s
+	}
+	evRestarted := func(n int32) []jobframework.Event {
+		return []jobframework.Event{{Type: corev1.EventTypeWarning, Reason: EventRestarted, Action: "Restart",
+			Message: fmt.Sprintf("JobSet job restarted the job's pods (restart %d, at most 3)", n)}}
+	}
+	cases := map[string]statusCase{
+		"first restart: counted and told": {
+			job:  newJob(withStatus(waiting(0))),
+			obs:  observed(jobSet(t, false, restarted(1))),
+			want: outcome{Status: withRestarts(waiting(0), 1), Events: evRestarted(1)},
+		},
+		"the same restart again: no second event": {
+			job:  newJob(withStatus(withRestarts(waiting(0), 1))),
+			obs:  observed(jobSet(t, false, restarted(1))),
+			want: outcome{Status: withRestarts(waiting(0), 1)},
+		},
+		"a second restart": {
+			job:  newJob(withStatus(withRestarts(waiting(0), 1))),
+			obs:  observed(jobSet(t, false, restarted(2))),
+			want: outcome{Status: withRestarts(waiting(0), 2), Events: evRestarted(2)},
+		},
+		"a recreated JobSet starts from 0: the job's count stays": {
+			job:  newJob(withStatus(withRestarts(waiting(0), 2))),
+			obs:  observed(jobSet(t, false)),
+			want: outcome{Status: withRestarts(waiting(0), 2)},
+		},
+	}
+	runStatusCases(t, cases)
+}

@@ -150,6 +150,24 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	return c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", loopback(c.ports.APIServer)), hc)
 }
 
+// RestartEtcd stops etcd (SIGKILL: a crash, not a clean stop) and starts it
+// again on the same data, waiting until it is healthy. The API server stays up
+// and answers 5xx meanwhile, as it does when its etcd goes away.
+func (c *Cluster) RestartEtcd(ctx context.Context) error {
+	p, ok := c.sup.find(Etcd)
+	if !ok {
+		return errors.New("etcd is not running")
+	}
+	if err := c.sup.stop(p, syscall.SIGKILL, stopGrace); err != nil {
+		return err
+	}
+	etcd, err := c.sup.start(Etcd, c.etcdArgs(), false)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, etcd, fmt.Sprintf("http://%s/health", loopback(c.ports.EtcdClient)), nil)
+}
+
 // freePortList returns n distinct free loopback ports.
 func freePortList(n int) ([]int, error) {
 	var ls []net.Listener

@@ -9,6 +9,9 @@
 //
 //	raw       N JobSets (the manager's own rendering of the benchmark TrainJob,
 //	          without owner) created directly by W parallel unthrottled clients;
+//	pair      the pair limit: N TrainJobs (managed by another controller, so
+//	          the manager leaves them alone), each followed by its JobSet,
+//	          created by the same clients through the same webhooks;
 //	trainyard N TrainJobs created the same way; the manager makes the JobSets;
 //	kueue     N TrainJobs through a Kueue LocalQueue with room for all of them.
 //
@@ -51,7 +54,7 @@ func main() {
 	flag.IntVar(&cfg.n, "n", 1000, "TrainJobs (and JobSets) per phase")
 	flag.IntVar(&cfg.nodesPerJob, "nodes", 2, "numNodes of each TrainJob")
 	flag.IntVar(&cfg.workers, "workers", 16, "parallel clients submitting the burst")
-	flag.StringVar(&phases, "phases", "raw,trainyard,kueue", "phases to run, in order: raw, trainyard, kueue")
+	flag.StringVar(&phases, "phases", "raw,pair,trainyard,kueue", "phases to run, in order: raw, pair, trainyard, kueue")
 	flag.StringVar(&cfg.stateDir, "state-dir", "bin/perf/cluster", "state directory of the local cluster")
 	flag.StringVar(&cfg.out, "out", "bin/perf", "directory for result.json and result.md")
 	flag.StringVar(&cfg.docs, "docs", "", "regenerate the generated section of this Markdown file (docs/performance.md)")
@@ -76,7 +79,7 @@ func run(cfg config) error {
 	ctx, cancelT := context.WithTimeout(ctx, cfg.timeout)
 	defer cancelT()
 	for _, p := range cfg.phases {
-		if p != "raw" && p != "trainyard" && p != "kueue" {
+		if p != "raw" && p != "pair" && p != "trainyard" && p != "kueue" {
 			return fmt.Errorf("unknown phase %q", p)
 		}
 	}
@@ -129,6 +132,8 @@ func run(cfg config) error {
 		switch p {
 		case "raw":
 			ph, err = b.raw(ctx, tmpl)
+		case "pair":
+			ph, err = b.pair(ctx, tmpl)
 		case "trainyard":
 			ph, err = b.trainJobs(ctx, "trainyard", "")
 		case "kueue":
@@ -167,6 +172,17 @@ func write(cfg config, res Result) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(cfg.out, "result.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	samples := map[string]*Samples{}
+	for _, p := range res.Phases {
+		samples[p.Name] = p.Samples
+	}
+	sj, err := json.Marshal(samples)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.out, "samples.json"), append(sj, '\n'), 0o644); err != nil {
 		return err
 	}
 	md := res.Markdown()

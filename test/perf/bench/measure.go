@@ -70,10 +70,22 @@ func (b *bench) rssSampler() (stop func() int64) {
 	}
 }
 
-// measure submits objs and measures the phase until every job finished and the
-// rest window passed. jobsets watches the phase's JobSets, finished what marks
-// a job finished (the TrainJobs, or the JobSets of the raw phase).
-func (b *bench) measure(ctx context.Context, phase, ns string, names []string, objs []client.Object, jobsets, finished *harness.Watcher) (*Phase, error) {
+// submitter makes a phase's jobs: when each was issued (by name), and how long
+// the burst took.
+type submitter func(ctx context.Context) (map[string]time.Time, time.Duration, error)
+
+// burst is the submitter that creates objs, one create per job.
+func (b *bench) burst(objs []client.Object) submitter {
+	return func(ctx context.Context) (map[string]time.Time, time.Duration, error) {
+		return harness.Burst(ctx, b.cli, objs, b.cfg.workers)
+	}
+}
+
+// measure submits the phase's jobs and measures the phase until every job
+// finished and the rest window passed. jobsets watches the phase's JobSets,
+// finished what marks a job finished (the TrainJobs, or the JobSets of the raw
+// and pair phases).
+func (b *bench) measure(ctx context.Context, phase, ns string, names []string, submit submitter, jobsets, finished *harness.Watcher) (*Phase, error) {
 	ph := &Phase{Name: phase, Jobs: len(names)}
 	if _, err := b.flushAudit(ctx); err != nil { // start counting from here
 		return nil, err
@@ -81,14 +93,14 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, o
 	before := b.snapshot()
 	stopRSS := b.rssSampler()
 
-	logf("phase %s: creating %d objects with %d clients", phase, len(objs), b.cfg.workers)
+	logf("phase %s: submitting %d jobs with %d clients", phase, len(names), b.cfg.workers)
 	start := time.Now()
-	issued, submit, err := harness.Burst(ctx, b.cli, objs, b.cfg.workers)
+	issued, took, err := submit(ctx)
 	if err != nil {
 		stopRSS()
 		return nil, err
 	}
-	ph.SubmitSeconds = submit.Seconds()
+	ph.SubmitSeconds = took.Seconds()
 
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	n := jobsets.WaitFor(wctx, names, harness.Exists)
@@ -107,6 +119,14 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, o
 		}
 	}
 	ph.AllJobSetsSeconds = lastSeen.Sub(start).Seconds()
+	ph.Samples = &Samples{}
+	for i, name := range names {
+		s, _ := jobsets.Get(name)
+		ph.Samples.LatencyMillis = append(ph.Samples.LatencyMillis, round2(float64(created[i])/float64(time.Millisecond)))
+		ph.Samples.JobSetSeenSeconds = append(ph.Samples.JobSetSeenSeconds, round2(s.First.Sub(start).Seconds()))
+	}
+	sort.Float64s(ph.Samples.LatencyMillis)
+	sort.Float64s(ph.Samples.JobSetSeenSeconds)
 	ph.JobSetsPerSecond = float64(len(names)) / ph.AllJobSetsSeconds
 	ph.LatencyMillis = percentiles(created)
 	logf("phase %s: all JobSets exist after %.2fs; waiting for the jobs to finish", phase, ph.AllJobSetsSeconds)
@@ -134,7 +154,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, o
 	// Suspended jobs never finish; their end is every status written (the
 	// Suspended condition), so that the rest window starts at rest.
 	done := harness.IsFinished
-	if b.cfg.suspend && phase != "raw" {
+	if b.cfg.suspend && !clientOnly(phase) {
 		wait, done = 30*time.Minute, func(s *harness.Seen) bool { return slices.Contains(s.Conditions, "Suspended") }
 	}
 	wctx, cancel = context.WithTimeout(ctx, wait)
@@ -159,7 +179,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, o
 	mid := b.snapshot()
 	ph.ManagerCPUSeconds = mid.cpu[cluster.Manager] - before.cpu[cluster.Manager]
 	rest := b.cfg.rest
-	if phase == "raw" {
+	if clientOnly(phase) {
 		rest = 0 // no controller of ours is involved: nothing to count
 	}
 	logf("phase %s: all finished after %.0fs; counting writes at rest for %s", phase, ph.AllFinishedSeconds, rest)
@@ -282,6 +302,10 @@ func percentiles(ds []time.Duration) Millis {
 	ms := func(d time.Duration) float64 { return round2(float64(d) / float64(time.Millisecond)) }
 	return Millis{P50: ms(p[0]), P95: ms(p[1]), P99: ms(p[2]), Max: ms(p[3])}
 }
+
+// clientOnly phases are made by the bench's own client alone: the JobSets mark
+// their jobs' ends, and the manager has nothing to do.
+func clientOnly(phase string) bool { return phase == "raw" || phase == "pair" }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,9 @@ type bench struct {
 	metricsURL string
 	audit      *harness.AuditLog
 	markers    int
+	// ownerRetries counts the pair phase's JobSet creates that JobSet's
+	// webhook refused because its cache had not seen the TrainJob yet.
+	ownerRetries atomic.Int64
 }
 
 func newBench(_ context.Context, c *cluster.Cluster, cfg config) (*bench, error) {
@@ -104,7 +108,7 @@ func (b *bench) raw(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, e
 		}
 		objs[i] = js
 	}
-	ph, err := b.measure(ctx, "raw", ns, names, objs, jobsets, jobsets)
+	ph, err := b.measure(ctx, "raw", ns, names, b.burst(objs), jobsets, jobsets)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +148,7 @@ func (b *bench) trainJobs(ctx context.Context, phase, queue string) (*Phase, err
 		tj.Spec.Suspend = &b.cfg.suspend
 		objs[i] = tj
 	}
-	ph, err := b.measure(ctx, phase, ns, names, objs, jobsets, trainjobs)
+	ph, err := b.measure(ctx, phase, ns, names, b.burst(objs), jobsets, trainjobs)
 	if err != nil {
 		return nil, err
 	}

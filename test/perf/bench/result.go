@@ -23,7 +23,10 @@ type Result struct {
 	Phases      []Phase  `json:"phases"`
 	// RatioToLimit is Trainyard's JobSets/s over the raw phase's (1 = as fast
 	// as a plain client creating the JobSets itself).
-	RatioToLimit      float64 `json:"ratioToLimit,omitempty"`
+	RatioToLimit float64 `json:"ratioToLimit,omitempty"`
+	// RatioToPair is Trainyard's JobSets/s over the pair phase's: a plain client
+	// creating each TrainJob and then its JobSet, through the same webhooks.
+	RatioToPair       float64 `json:"ratioToPair,omitempty"`
 	ManagerPeakRSSMiB float64 `json:"managerPeakRSSMiB"`
 	// GoBenchmarks are the pipeline's Go benchmarks (go test -bench -benchmem).
 	GoBenchmarks []string `json:"goBenchmarks,omitempty"`
@@ -46,6 +49,9 @@ type Phase struct {
 	AllFinishedSeconds   float64 `json:"allFinishedSeconds"`
 	Finished             int     `json:"finished"`
 	Failed               int     `json:"failed"`
+	// OwnerRetries (pair phase): JobSet creates retried because JobSet's
+	// webhook had not seen the owning TrainJob yet.
+	OwnerRetries int `json:"ownerRetries,omitempty"`
 
 	// The manager's requests (audit log, user agent trainyard-manager) from the
 	// first create until 10 s after the last job finished, per job, by
@@ -66,6 +72,18 @@ type Phase struct {
 	ManagerCPUSeconds float64            `json:"managerCPUSeconds"` // first create → active window end
 	ManagerPeakRSSMiB float64            `json:"managerPeakRSSMiB"` // largest RSS sampled in the phase
 	CPUSeconds        map[string]float64 `json:"cpuSeconds"`        // every component, whole phase
+
+	// Samples are the per-job numbers behind the percentiles, for the plots;
+	// written to samples.json, not result.json (which the docs embed).
+	Samples *Samples `json:"-"`
+}
+
+// Samples are one phase's per-job measurements, each sorted ascending.
+type Samples struct {
+	// LatencyMillis: each job's create request → its JobSet seen.
+	LatencyMillis []float64 `json:"latencyMillis"`
+	// JobSetSeenSeconds: when each job's JobSet was seen, from the phase's start.
+	JobSetSeenSeconds []float64 `json:"jobSetSeenSeconds"`
 }
 
 // Millis are latency percentiles in milliseconds.
@@ -86,9 +104,12 @@ func (r *Result) phase(name string) *Phase {
 }
 
 func (r *Result) derive() {
-	raw, ty := r.phase("raw"), r.phase("trainyard")
+	raw, pair, ty := r.phase("raw"), r.phase("pair"), r.phase("trainyard")
 	if raw != nil && ty != nil && raw.JobSetsPerSecond > 0 {
 		r.RatioToLimit = round2(ty.JobSetsPerSecond / raw.JobSetsPerSecond)
+	}
+	if pair != nil && ty != nil && pair.JobSetsPerSecond > 0 {
+		r.RatioToPair = round2(ty.JobSetsPerSecond / pair.JobSetsPerSecond)
 	}
 }
 
@@ -104,7 +125,13 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(r.ManagerArgs, " "))
 	}
 	b.WriteString("\n\n")
-	if r.RatioToLimit > 0 {
+	if r.RatioToPair > 0 {
+		fmt.Fprintf(&b, "**Trainyard's rate is %.2f× the pair limit** (a plain client creating each TrainJob and then its JobSet, through the same webhooks, in the same run).", r.RatioToPair)
+		if r.RatioToLimit > 0 {
+			fmt.Fprintf(&b, " Against JobSets alone (raw): %.2f×.", r.RatioToLimit)
+		}
+		b.WriteString("\n\n")
+	} else if r.RatioToLimit > 0 {
 		fmt.Fprintf(&b, "**Trainyard's rate is %.2f× the limit** (a plain client creating the same JobSets in the same run).\n\n", r.RatioToLimit)
 	}
 	b.WriteString("| phase | all JobSets | JobSets/s | → JobSet p50 / p95 / p99 (ms) | all running | → running p99 (ms) | all finished | failed |\n")
@@ -124,10 +151,13 @@ func (r *Result) Markdown() string {
 			p.Name, p.AllJobSetsSeconds, p.JobSetsPerSecond, p.LatencyMillis.P50, p.LatencyMillis.P95, p.LatencyMillis.P99,
 			running, finished, p.Failed)
 	}
+	if p := r.phase("pair"); p != nil {
+		fmt.Fprintf(&b, "\nIn the pair phase, %d JobSet creates were retried because JobSet's webhook had not seen the owning TrainJob yet (50 ms apart).\n", p.OwnerRetries)
+	}
 	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
-		if p.Name == "raw" {
+		if clientOnly(p.Name) {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f |\n",

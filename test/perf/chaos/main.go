@@ -1,12 +1,16 @@
 // Command chaos (make chaos) runs a burst of TrainJobs on the local cluster
-// with two manager replicas under leader election, SIGKILLs the leader several
-// times at random moments and restarts the API server once, then checks what a
-// user would check afterwards:
+// with two manager replicas under leader election and, at random moments,
+// SIGKILLs the leader several times, restarts the API server once, SIGKILLs and
+// restarts etcd, and deletes a kwok node while pods run on it (their jobs'
+// runtime restarts a JobSet whose pods are lost), then checks what a user
+// would check afterwards:
 //
 //   - every TrainJob has exactly one JobSet (the same one all along) that it owns;
 //   - every TrainJob is Complete;
+//   - every job that had pods on the lost node shows the restart (status.restarts);
 //   - no TrainJob's status went backwards (phase order Pending → Running →
-//     Complete; a condition once True never turned False);
+//     Complete, except back to Pending after a restart; a condition once True
+//     never turned False);
 //   - no event storm: no job got the same event more than twice.
 //
 // It exits non-zero when any check fails, and writes what it saw as JSON.
@@ -28,9 +32,11 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
@@ -38,17 +44,23 @@ import (
 const ns = "chaos"
 
 type report struct {
-	N              int       `json:"n"`
-	ManagerArgs    []string  `json:"managerArgs,omitempty"`
-	Kills          []kill    `json:"kills"`
-	APIRestartAt   float64   `json:"apiServerRestartAt"`
-	APIRestartSecs float64   `json:"apiServerRestartSeconds"`
-	AllFinished    float64   `json:"allFinishedSeconds"`
-	Complete       int       `json:"complete"`
-	JobSets        int       `json:"jobSets"`
-	Events         int       `json:"events"`
-	Violations     []string  `json:"violations"`
-	Started        time.Time `json:"started"`
+	N              int        `json:"n"`
+	ManagerArgs    []string   `json:"managerArgs,omitempty"`
+	Kills          []kill     `json:"kills"`
+	APIRestartAt   float64    `json:"apiServerRestartAt"`
+	APIRestartSecs float64    `json:"apiServerRestartSeconds"`
+	EtcdRestarts   []restart  `json:"etcdRestarts,omitempty"`
+	NodeLosses     []nodeLoss `json:"nodeLosses,omitempty"`
+	// Restarted lists the TrainJobs whose status.restarts is above 0 at the
+	// end, and RestartEvents counts their Restarted events.
+	Restarted     []string  `json:"restarted,omitempty"`
+	RestartEvents int       `json:"restartEvents"`
+	AllFinished   float64   `json:"allFinishedSeconds"`
+	Complete      int       `json:"complete"`
+	JobSets       int       `json:"jobSets"`
+	Events        int       `json:"events"`
+	Violations    []string  `json:"violations"`
+	Started       time.Time `json:"started"`
 }
 
 type kill struct {
@@ -62,6 +74,8 @@ func main() {
 	var (
 		n       = flag.Int("n", 1000, "TrainJobs")
 		kills   = flag.Int("kills", 5, "times the leader is SIGKILLed")
+		etcd    = flag.Int("etcd-restarts", 1, "times etcd is SIGKILLed and restarted")
+		nodes   = flag.Int("node-losses", 1, "kwok nodes deleted while pods of the run are on them")
 		window  = flag.Duration("window", 150*time.Second, "kills and the API server restart happen at random moments in this window after the first create")
 		seed    = flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed, to replay a run)")
 		dir     = flag.String("state-dir", "bin/perf/chaos-cluster", "state directory of the local cluster")
@@ -70,7 +84,7 @@ func main() {
 		mgrArgs = flag.String("manager-args", "", "extra manager flags, space separated (e.g. shorter --leader-election-lease-duration)")
 	)
 	flag.Parse()
-	rep, err := run(*n, *kills, *window, *seed, *dir, *timeout, strings.Fields(*mgrArgs))
+	rep, err := run(*n, *kills, *etcd, *nodes, *window, *seed, *dir, *timeout, strings.Fields(*mgrArgs))
 	if rep != nil {
 		if b, jerr := json.MarshalIndent(rep, "", "  "); jerr == nil {
 			_ = os.MkdirAll(filepath.Dir(*out), 0o755)
@@ -85,11 +99,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaos: FAILED, %d violations (seed %d):\n  %s\n", len(rep.Violations), *seed, strings.Join(rep.Violations, "\n  "))
 		os.Exit(1)
 	}
-	fmt.Printf("chaos: OK (seed %d): %d TrainJobs, %d leader kills, API server restarted once; every job Complete with exactly one JobSet, no status backwards, %d events\n",
-		*seed, rep.N, len(rep.Kills), rep.Events)
+	fmt.Printf("chaos: OK (seed %d): %d TrainJobs, %d leader kills, API server restarted once, etcd %d times, %d nodes lost (%d jobs restarted, %d Restarted events); every job Complete with exactly one JobSet, no status backwards, %d events\n",
+		*seed, rep.N, len(rep.Kills), len(rep.EtcdRestarts), len(rep.NodeLosses), len(rep.Restarted), rep.RestartEvents, rep.Events)
 }
 
-func run(n, kills int, window time.Duration, seed uint64, dir string, timeout time.Duration, managerArgs []string) (*report, error) {
+func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint64, dir string, timeout time.Duration, managerArgs []string) (*report, error) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
@@ -136,19 +150,32 @@ func run(n, kills int, window time.Duration, seed uint64, dir string, timeout ti
 		return nil, err
 	}
 
-	// The faults, at random moments of the window.
-	var at []time.Duration
-	for i := 0; i < kills; i++ {
-		at = append(at, time.Duration(rng.Int64N(int64(window))))
+	if err := createRestartRuntime(ctx, cli, repo); err != nil {
+		return nil, fmt.Errorf("creating the runtime %s: %w", restartRuntime, err)
 	}
-	slices.Sort(at)
-	apiAt := time.Duration(rng.Int64N(int64(window)))
+
+	// The faults, at random moments of the window, in time order.
+	var faults []fault
+	for i := 0; i < kills; i++ {
+		faults = append(faults, fault{at: time.Duration(rng.Int64N(int64(window))), kind: faultKill})
+	}
+	faults = append(faults, fault{at: time.Duration(rng.Int64N(int64(window))), kind: faultAPIServer})
+	for i := 0; i < etcdRestarts; i++ {
+		faults = append(faults, fault{at: time.Duration(rng.Int64N(int64(window))), kind: faultEtcd})
+	}
+	for i := 0; i < nodeLosses; i++ {
+		// Once pods run: in the second half of the window.
+		faults = append(faults, fault{at: window/2 + time.Duration(rng.Int64N(int64(window/2))), kind: faultNode})
+	}
+	slices.SortFunc(faults, func(a, b fault) int { return int(a.at - b.at) })
 	rep := &report{N: n, ManagerArgs: managerArgs, Started: time.Now()}
 
 	names := harness.Names("job", n)
 	objs := make([]client.Object, n)
 	for i, name := range names {
-		objs[i] = harness.TrainJob(ns, name, 2, "")
+		tj := harness.TrainJob(ns, name, 2, "")
+		tj.Spec.RuntimeRef.Name, tj.Spec.RuntimeRef.Kind = restartRuntime, ptr.To(trainer.TrainingRuntimeKind)
+		objs[i] = tj
 	}
 	start := time.Now()
 	submitted := make(chan error, 1)
@@ -158,33 +185,11 @@ func run(n, kills int, window time.Duration, seed uint64, dir string, timeout ti
 		submitted <- err
 	}()
 
-	apiDone := false
-	for i := 0; i <= len(at); i++ {
-		// The API server restart falls between two kills (or after the last).
-		next := window
-		if i < len(at) {
-			next = at[i]
-		}
-		if !apiDone && apiAt <= next {
-			sleepUntil(ctx, start.Add(apiAt))
-			logf("restarting the API server at %.1fs", time.Since(start).Seconds())
-			rep.APIRestartAt = time.Since(start).Seconds()
-			t := time.Now()
-			if err := c.RestartAPIServer(ctx); err != nil {
-				return rep, fmt.Errorf("restarting the API server: %w", err)
-			}
-			rep.APIRestartSecs = time.Since(t).Seconds()
-			apiDone = true
-		}
-		if i == len(at) {
-			break
-		}
-		sleepUntil(ctx, start.Add(at[i]))
-		k, err := killLeader(ctx, c, start)
-		if err != nil {
+	for _, f := range faults {
+		sleepUntil(ctx, start.Add(f.at))
+		if err := f.run(ctx, c, cli, rep, start); err != nil {
 			return rep, err
 		}
-		rep.Kills = append(rep.Kills, k)
 	}
 	if err := <-submitted; err != nil {
 		return rep, fmt.Errorf("submitting: %w", err)
@@ -251,6 +256,25 @@ func check(ctx context.Context, cli client.Client, rep *report, names []string, 
 			rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 		}
 	}
+	// The final TrainJobs: how often each was restarted.
+	restarts := map[string]int32{}
+	var tjs trainer.TrainJobList
+	if err := cli.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
+		violate("listing TrainJobs: %v", err)
+	}
+	for _, tj := range tjs.Items {
+		if tj.Status.Restarts > 0 {
+			restarts[tj.Name] = tj.Status.Restarts
+			rep.Restarted = append(rep.Restarted, tj.Name)
+		}
+	}
+	for _, loss := range rep.NodeLosses {
+		for _, name := range loss.Jobs {
+			if restarts[name] == 0 {
+				violate("%s: its pods were on lost node %s, but status.restarts is 0", name, loss.Node)
+			}
+		}
+	}
 	for _, name := range names {
 		tj, ok := trainjobs.Get(name)
 		if !ok {
@@ -262,7 +286,9 @@ func check(ctx context.Context, cli client.Client, rep *report, names []string, 
 		} else {
 			violate("%s: not Complete (phases %v, conditions %v)", name, tj.Phases, tj.Conditions)
 		}
-		for i := 1; i < len(tj.Phases); i++ {
+		for i := 1; i < len(tj.Phases) && restarts[name] == 0; i++ {
+			// A restarted job waits for its new pods again (Running →
+			// Pending is the truth then); any other job only moves forward.
 			if phaseRank[tj.Phases[i]] < phaseRank[tj.Phases[i-1]] {
 				violate("%s: phase went backwards: %v", name, tj.Phases)
 				break
@@ -317,6 +343,9 @@ func check(ctx context.Context, cli client.Client, rep *report, names []string, 
 		}
 		rep.Events += cnt
 		perJobReason[e.Regarding.Name+" "+e.Reason] += cnt
+		if e.Reason == "Restarted" {
+			rep.RestartEvents += cnt
+		}
 	}
 	keys := make([]string, 0, len(perJobReason))
 	for k := range perJobReason {

@@ -58,7 +58,16 @@ func Names(prefix string, n int) []string {
 // issued (by name) and how long the whole burst took. Transient errors (the
 // API server's 429s, timeouts) are retried; others fail the burst.
 func Burst(ctx context.Context, c client.Client, objs []client.Object, workers int) (map[string]time.Time, time.Duration, error) {
-	issued := make(map[string]time.Time, len(objs))
+	return BurstFunc(ctx, len(objs), workers, func(ctx context.Context, i int) (string, error) {
+		return objs[i].GetName(), CreateRetrying(ctx, c, objs[i])
+	})
+}
+
+// BurstFunc runs submit for 0..n-1 with workers goroutines, as Burst does for
+// one create each; submit returns the job's name. A job's issue time is when
+// its submit began.
+func BurstFunc(ctx context.Context, n, workers int, submit func(ctx context.Context, i int) (string, error)) (map[string]time.Time, time.Duration, error) {
+	issued := make(map[string]time.Time, n)
 	var mu sync.Mutex
 	var next atomic.Int64
 	var firstErr error
@@ -71,18 +80,17 @@ func Burst(ctx context.Context, c client.Client, objs []client.Object, workers i
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(objs) || ctx.Err() != nil {
+				if i >= n || ctx.Err() != nil {
 					return
 				}
-				o := objs[i]
 				t := time.Now()
-				err := createRetrying(ctx, c, o)
+				name, err := submit(ctx, i)
 				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s: %w", o.GetName(), err) })
+					errOnce.Do(func() { firstErr = fmt.Errorf("submitting %s: %w", name, err) })
 					return
 				}
 				mu.Lock()
-				issued[o.GetName()] = t
+				issued[name] = t
 				mu.Unlock()
 			}
 		}()
@@ -91,7 +99,8 @@ func Burst(ctx context.Context, c client.Client, objs []client.Object, workers i
 	return issued, time.Since(start), firstErr
 }
 
-func createRetrying(ctx context.Context, c client.Client, o client.Object) error {
+// CreateRetrying creates o, retrying what a user's client would.
+func CreateRetrying(ctx context.Context, c client.Client, o client.Object) error {
 	for attempt := 0; ; attempt++ {
 		err := c.Create(ctx, o)
 		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {

@@ -211,11 +211,13 @@ type podWatch struct {
 	events     int
 	stop       context.CancelFunc
 	done       chan struct{}
+	finished   sync.Once
 }
 
 // watchPods starts recording the namespace's pods (before any exists) and
 // runs check on each state; a non-nil error is recorded as a violation.
-// Stop it with stop, which returns the violations.
+// finish (or the test's end, whichever comes first) stops it and reports
+// the violations.
 func watchPods(t *testing.T, ns string, check func(pods map[string]corev1.Pod) error) *podWatch {
 	t.Helper()
 	wctx, cancel := context.WithCancel(ctx())
@@ -257,7 +259,7 @@ func watchPods(t *testing.T, ns string, check func(pods map[string]corev1.Pod) e
 			}
 		}
 	}()
-	t.Cleanup(func() { pw.stop(); <-pw.done })
+	t.Cleanup(func() { pw.finish(t) })
 	return pw
 }
 
@@ -270,13 +272,15 @@ func (pw *podWatch) record(v string) {
 // finish stops the watch and fails the test with every violation seen.
 func (pw *podWatch) finish(t *testing.T) {
 	t.Helper()
-	pw.stop()
-	<-pw.done
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	if len(pw.violations) > 0 {
-		t.Errorf("%d of %d pod events broke the gang:\n%s", len(pw.violations), pw.events, strings.Join(pw.violations, "\n"))
-	}
+	pw.finished.Do(func() {
+		pw.stop()
+		<-pw.done
+		pw.mu.Lock()
+		defer pw.mu.Unlock()
+		if n := len(pw.violations); n > 0 {
+			t.Errorf("%d of %d pod events broke the gang; the first:\n%s", n, pw.events, strings.Join(pw.violations[:min(n, 3)], "\n"))
+		}
+	})
 }
 
 // active reports whether a pod holds its node: bound, not finished, not being deleted.

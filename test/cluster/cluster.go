@@ -322,6 +322,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	// 4. The controllers, in parallel; each one's webhook configurations are
 	// registered only once its webhook server is up (they fail closed).
 	starters := []func(context.Context) error{c.startJobSet, c.startKueue, c.StartManager}
+	if c.o.GangScheduler == GangSchedulerVolcano {
+		starters = append(starters, c.startVolcano)
+	}
 	for i := 1; i < len(c.replicas); i++ {
 		starters = append(starters, func(ctx context.Context) error { return c.StartManagerReplica(ctx, i) })
 	}
@@ -376,6 +379,9 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	go func() { defer wg.Done(); crdErr = c.renderCRDs(ctx) }()
 	go func() { defer wg.Done(); whErr = c.prepareWebhookConfigs(ctx) }()
 	wg.Wait()
+	if crdErr == nil && c.o.GangScheduler == GangSchedulerVolcano {
+		crdErr = c.prepareVolcano(ctx)
+	}
 	c.progress("manifests rendered")
 	return errors.Join(crdErr, whErr, c.writeKwokStages(), c.writeJobSetConfig(), c.writeKueueConfig(c.o.KueueFrameworks))
 }

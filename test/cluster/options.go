@@ -67,11 +67,19 @@ type Options struct {
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.
 	ManagerReplicas int
+	// GangScheduler also starts a gang scheduler (GangSchedulerVolcano, ...); "" none.
+	GangScheduler string
 	// ReadyTimeout bounds the wait for each component; default 3 minutes.
 	ReadyTimeout time.Duration
 	// Progress, when set, receives one line per step.
 	Progress io.Writer
 }
+
+// Gang schedulers (Options.GangScheduler).
+const (
+	GangSchedulerCoscheduling = "coscheduling"
+	GangSchedulerVolcano      = "volcano"
+)
 
 // Binaries returns the paths of every binary a cluster with these options runs.
 func Binaries(o Options) ([]string, error) {
@@ -83,6 +91,9 @@ func Binaries(o Options) ([]string, error) {
 		bins = append(bins, filepath.Join(o.BinDir, b))
 	}
 	bins = append(bins, o.ManagerBinary)
+	if o.GangScheduler == GangSchedulerVolcano {
+		bins = append(bins, volcanoBinaries(o)...)
+	}
 	if o.ProcessNodes > 0 {
 		bins = append(bins, o.ProcessNodeBinary)
 	}

@@ -27,6 +27,9 @@ type Ports struct {
 	ManagerMetrics int `json:"managerMetrics"`
 	ManagerHealth  int `json:"managerHealth"`
 	ManagerStatus  int `json:"managerStatus"`
+	// Volcano's health endpoints (Options.GangScheduler); unused without it.
+	VolcanoSchedulerHealth  int `json:"volcanoSchedulerHealth"`
+	VolcanoControllerHealth int `json:"volcanoControllerHealth"`
 }
 
 // freePorts fills every field of Ports with a distinct free port. All listeners

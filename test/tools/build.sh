@@ -8,7 +8,9 @@
 # `go build` of several main packages, so client-go, apimachinery, apiserver,
 # controller-runtime, ... compile once for all of them (a later run that adds targets
 # reuses them from GOCACHE); test/tools/etcd, test/tools/kwok and test/tools/s3server
-# (the S3 server of the initializer tests, built only for them) build one binary each.
+# (the S3 server of the initializer tests, built only for them) build one binary each;
+# test/tools/volcano (Volcano's scheduler and controllers, built only for the local
+# cluster's --gang-scheduler=volcano) builds its two with one `go build` as well.
 #
 # Each binary is rebuilt only when its module's go.mod/go.sum changed since it was built
 # (a stamp file beside the binary), so a warm run costs nothing. The go command's own
@@ -18,6 +20,7 @@
 # Usage: test/tools/build.sh OUTDIR [TARGET ...]
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #          kwok jobset-controller kueue-controller s3-server
+#          volcano-scheduler volcano-controller-manager
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output directory}; shift
@@ -33,6 +36,7 @@ module_of() {
     kwok) echo kwok ;;
     s3-server) echo s3server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|jobset-controller|kueue-controller) echo cluster ;;
+    volcano-scheduler|volcano-controller-manager) echo volcano ;;
     *) echo "build.sh: unknown target $1" >&2; return 2 ;;
   esac
 }
@@ -46,6 +50,8 @@ package_of() {
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
     jobset-controller) echo sigs.k8s.io/jobset ;;
     kueue-controller) echo sigs.k8s.io/kueue/cmd/kueue ;;
+    volcano-scheduler) echo volcano.sh/volcano/cmd/scheduler ;;
+    volcano-controller-manager) echo volcano.sh/volcano/cmd/controller-manager ;;
   esac
 }
 
@@ -74,23 +80,30 @@ cluster_ldflags() {
   echo "$ld"
 }
 
-# Stale targets: the single-binary modules' (etcd, kwok) and the cluster module's.
-stale_single=() stale_cluster=()
+# volcano_ldflags: Volcano's components log the release they were built from.
+volcano_ldflags() {
+  echo "-s -w -X volcano.sh/volcano/pkg/version.Version=$(module_version volcano volcano.sh/volcano)"
+}
+
+# Stale targets: the single-binary modules' (etcd, kwok) and the multi-binary
+# modules' (cluster; volcano, only built for --gang-scheduler=volcano).
+stale_single=() stale_cluster=() stale_volcano=()
 for t in "${targets[@]}"; do
   mod=$(module_of "$t")
   fresh "$t" "$mod" && continue
   case "$mod" in
     cluster) stale_cluster+=("$t") ;;
+    volcano) stale_volcano+=("$t") ;;
     *) stale_single+=("$t") ;;
   esac
 done
-total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} ))
+total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_volcano[@]} ))
 [ "$total" -gt 0 ] || exit 0
 
 start=$(date +%s)
 done_count=0
 : > "$log"
-echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]}) (go output: ${log#"$PWD"/})" >&2
+echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_volcano[*]}) (go output: ${log#"$PWD"/})" >&2
 
 elapsed() { local s=$(( $(date +%s) - start )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 report_line() { printf '  [%d/%d] %-24s %s\n' "$done_count" "$total" "$1" "$(elapsed)" >&2; }
@@ -124,14 +137,16 @@ for t in ${stale_single[@]+"${stale_single[@]}"}; do
   report "$t"
 done
 
-if [ ${#stale_cluster[@]} -gt 0 ]; then
-  pkgs=() names=()
-  for t in "${stale_cluster[@]}"; do
+# build_together MODULE LDFLAGS TARGET...: one `go build` of the targets' main packages,
+# so that the packages they share compile once.
+build_together() {
+  local mod=$1 ld=$2 t i; shift 2
+  local targets=("$@") pkgs=() names=()
+  for t in "${targets[@]}"; do
     pkgs+=("$(package_of "$t")"); names+=("$(basename "$(package_of "$t")")")
   done
-  echo "== ${stale_cluster[*]} (test/tools/cluster)" >> "$log"
-  ld=$(cluster_ldflags)
-  mkdir -p "$tmp/cluster"
+  echo "== ${targets[*]} (test/tools/$mod)" >> "$log"
+  mkdir -p "$tmp/$mod"
   # One line per binary as the go command writes it (they finish at different times:
   # the shared packages come first, then each binary's own packages and link). The
   # watcher records what it reported; whatever finished in its last interval is
@@ -140,20 +155,23 @@ if [ ${#stale_cluster[@]} -gt 0 ]; then
   (
     while sleep 2; do
       for i in "${!names[@]}"; do
-        t=${stale_cluster[$i]}
-        [ -e "$tmp/cluster/${names[$i]}" ] && ! grep -qx "$t" "$tmp/reported" || continue
+        t=${targets[$i]}
+        [ -e "$tmp/$mod/${names[$i]}" ] && ! grep -qx "$t" "$tmp/reported" || continue
         echo "$t" >> "$tmp/reported"
         done_count=$((done_count + 1)); report_line "$t"
       done
     done
   ) &
   watcher=$!
-  (cd "$here/cluster" && go build -trimpath -ldflags="$ld" -o "$tmp/cluster/" "${pkgs[@]}" >> "$log" 2>&1) || fail "${stale_cluster[*]}"
+  (cd "$here/$mod" && go build -trimpath -ldflags="$ld" -o "$tmp/$mod/" "${pkgs[@]}" >> "$log" 2>&1) || fail "${targets[*]}"
   kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; watcher=
   done_count=$((done_count + $(wc -l < "$tmp/reported")))
-  for t in "${stale_cluster[@]}"; do
+  for t in "${targets[@]}"; do
     grep -qx "$t" "$tmp/reported" || report "$t"
-    install cluster "$tmp/cluster" "$t"
+    install "$mod" "$tmp/$mod" "$t"
   done
-fi
+}
+
+[ ${#stale_cluster[@]} -eq 0 ] || build_together cluster "$(cluster_ldflags)" "${stale_cluster[@]}"
+[ ${#stale_volcano[@]} -eq 0 ] || build_together volcano "$(volcano_ldflags)" "${stale_volcano[@]}"
 echo "built $total tool(s) in $(elapsed)" >&2

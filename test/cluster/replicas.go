@@ -129,6 +129,27 @@ func (c *Cluster) StartManagerReplica(ctx context.Context, i int) error {
 	return c.waitHTTP(ctx, p, fmt.Sprintf("http://%s/readyz", loopback(c.replicas[i].Health)), nil)
 }
 
+// RestartExitedManagerReplicas starts again every manager replica whose
+// process exited on its own (e.g. a leader that lost its lease exits), as a
+// Deployment's kubelet restarts a container, and returns their indexes.
+func (c *Cluster) RestartExitedManagerReplicas(ctx context.Context) ([]int, error) {
+	var restarted []int
+	for i := range c.replicas {
+		p, ok := c.sup.find(ManagerReplica(i))
+		if !ok || !c.sup.exited(p) {
+			continue
+		}
+		if err := c.sup.stop(p, syscall.SIGKILL, 0); err != nil {
+			return restarted, fmt.Errorf("forgetting exited %s: %w", p.Name, err)
+		}
+		if err := c.StartManagerReplica(ctx, i); err != nil {
+			return restarted, err
+		}
+		restarted = append(restarted, i)
+	}
+	return restarted, nil
+}
+
 // RestartAPIServer stops the API server (SIGTERM) and starts it again with the
 // same flags and etcd, as an upgrade or a crash would; it returns once it is ready.
 func (c *Cluster) RestartAPIServer(ctx context.Context) error {

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +62,10 @@ type report struct {
 	Events        int       `json:"events"`
 	Violations    []string  `json:"violations"`
 	Started       time.Time `json:"started"`
+	// SelfExits are when a replica exited on its own (it lost its lease) and
+	// was started again.
+	SelfExits []float64 `json:"selfExits,omitempty"`
+	mu        sync.Mutex
 }
 
 type kill struct {
@@ -185,9 +190,34 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 		submitted <- err
 	}()
 
+	// As a Deployment's kubelet would, start again any replica that exits on
+	// its own: a leader that cannot renew its lease in time (the API server
+	// or etcd down longer than the renew deadline) gives up leading and exits.
+	var replicas sync.Mutex
+	kctx, stopKubelet := context.WithCancel(ctx)
+	defer stopKubelet()
+	go func() {
+		for kctx.Err() == nil {
+			replicas.Lock()
+			is, err := c.RestartExitedManagerReplicas(kctx)
+			replicas.Unlock()
+			for _, i := range is {
+				logf("%s exited on its own; started again at %.1fs", cluster.ManagerReplica(i), time.Since(start).Seconds())
+				rep.addSelfExit(time.Since(start).Seconds())
+			}
+			if err != nil && kctx.Err() == nil {
+				logf("restarting an exited replica: %v", err)
+			}
+			sleepUntil(kctx, time.Now().Add(time.Second))
+		}
+	}()
+
 	for _, f := range faults {
 		sleepUntil(ctx, start.Add(f.at))
-		if err := f.run(ctx, c, cli, rep, start); err != nil {
+		replicas.Lock()
+		err := f.run(ctx, c, cli, rep, start)
+		replicas.Unlock()
+		if err != nil {
 			return rep, err
 		}
 	}
@@ -204,6 +234,12 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 	time.Sleep(5 * time.Second) // late status writes and events, which must not regress anything
 	check(ctx, cli, rep, names, trainjobs, jobsets)
 	return rep, nil
+}
+
+func (r *report) addSelfExit(at float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.SelfExits = append(r.SelfExits, at)
 }
 
 // killLeader finds the leader among the replicas, SIGKILLs it, restarts it (as

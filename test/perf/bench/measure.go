@@ -22,6 +22,8 @@ type snapshot struct {
 	at      time.Time
 	cpu     map[string]float64 // component → CPU seconds
 	metrics map[string]float64
+	// apiserver are the API server's metrics (watchers it closed).
+	apiserver map[string]float64
 }
 
 func (b *bench) snapshot() snapshot {
@@ -33,6 +35,13 @@ func (b *bench) snapshot() snapshot {
 	}
 	if m, err := harness.Scrape(b.metricsURL); err == nil {
 		s.metrics = m
+	} else {
+		logf("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := harness.ScrapeAPIServer(ctx, b.c.RESTConfig()); err == nil {
+		s.apiserver = m
 	} else {
 		logf("%v", err)
 	}
@@ -201,6 +210,10 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 		harness.Sum(before.metrics, "controller_runtime_reconcile_total", `controller="trainjob"`))
 	ph.ReconcileErrors = int(harness.Sum(after.metrics, "controller_runtime_reconcile_errors_total", `controller="trainjob"`) -
 		harness.Sum(before.metrics, "controller_runtime_reconcile_errors_total", `controller="trainjob"`))
+	// Watches the API server closed on its side (a watcher too slow to keep
+	// up with the events: its client must re-watch, or list again).
+	ph.TerminatedWatchers = int(harness.Sum(after.apiserver, "apiserver_terminated_watchers_total") -
+		harness.Sum(before.apiserver, "apiserver_terminated_watchers_total"))
 	b.countRequests(ph, ns, names, active, restEvents, after.at.Sub(mid.at))
 	return ph, nil
 }
@@ -220,6 +233,12 @@ func (b *bench) countRequests(ph *Phase, ns string, names []string, active, rest
 		}
 		if e.Resource() == "leases" {
 			continue
+		}
+		switch e.Verb {
+		case "watch":
+			ph.ManagerWatches++
+		case "list":
+			ph.ManagerLists++
 		}
 		per.Add(e)
 		if e.Verb == "create" && e.Resource() == "jobsets" && e.Namespace() == ns && e.Code() < 300 {

@@ -60,8 +60,16 @@ type Phase struct {
 	ManagerWritesPerJob         float64            `json:"managerWritesPerJob"`
 	ManagerWritesPerJobToJobSet float64            `json:"managerWritesPerJobToJobSet"`
 	Conflicts                   int                `json:"conflicts"`
-	Reconciles                  int                `json:"reconciles"`
-	ReconcileErrors             int                `json:"reconcileErrors"`
+	// ManagerWatches are the manager's watches that ended during the phase
+	// (the audit log records a watch when it ends; its informer then watches
+	// again), ManagerLists its list requests (with its informers synced
+	// before, each is a relist). TerminatedWatchers counts the watches the API
+	// server closed because the watcher could not keep up (every client's).
+	ManagerWatches     int `json:"managerWatches"`
+	ManagerLists       int `json:"managerLists"`
+	TerminatedWatchers int `json:"terminatedWatchers"`
+	Reconciles         int `json:"reconciles"`
+	ReconcileErrors    int `json:"reconcileErrors"`
 
 	// Writes per minute in the rest window.
 	RestManagerWritesPerMin      float64  `json:"restManagerWritesPerMin"`
@@ -154,15 +162,16 @@ func (r *Result) Markdown() string {
 	if p := r.phase("pair"); p != nil {
 		fmt.Fprintf(&b, "\nIn the pair phase, %d JobSet creates were retried because JobSet's webhook had not seen the owning TrainJob yet (50 ms apart).\n", p.OwnerRetries)
 	}
-	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB | manager watches ended / relists | watches closed by the API server |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
 		if clientOnly(p.Name) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f | %d / %d | %d |\n",
 			p.Name, p.ManagerWritesPerJobToJobSet, p.ManagerWritesPerJob, p.Conflicts, p.Reconciles, p.ReconcileErrors,
-			p.RestManagerWritesPerMin, p.RestManagerLeaseWritesPerMin, p.RestOtherWritesPerMin, p.ManagerCPUSeconds, p.ManagerPeakRSSMiB)
+			p.RestManagerWritesPerMin, p.RestManagerLeaseWritesPerMin, p.RestOtherWritesPerMin, p.ManagerCPUSeconds, p.ManagerPeakRSSMiB,
+			p.ManagerWatches, p.ManagerLists, p.TerminatedWatchers)
 	}
 	for _, p := range r.Phases {
 		if len(p.ManagerRequestsPerJob) == 0 {

@@ -50,39 +50,53 @@ func createRestartRuntime(ctx context.Context, cli client.Client, repo string) e
 type nodeLoss struct {
 	At   float64 `json:"at"` // seconds after the first create
 	Node string  `json:"node"`
-	// Pods of the run that were bound to it, and their TrainJobs.
-	Pods int      `json:"pods"`
-	Jobs []string `json:"jobs"`
+	// Pods of the run bound to it, those not finished yet, and their jobs.
+	// The pod garbage collector deletes them all, finished or not.
+	Pods           int      `json:"pods"`
+	Unfinished     int      `json:"unfinished"`
+	Jobs           []string `json:"jobs"`
+	UnfinishedJobs []string `json:"unfinishedJobs"`
 }
 
-// loseNode deletes the kwok node with the most pods of the run, as a node that
-// died and was removed: its pods are orphaned, the pod garbage collector
-// deletes them, their Jobs fail, and each JobSet's failure policy restarts it.
+// loseNode deletes the kwok node with the most unfinished pods of the run, as
+// a node that died and was removed: its pods are orphaned, the pod garbage
+// collector deletes them, the Jobs of those not finished fail, and each such
+// JobSet's failure policy restarts it.
 func loseNode(ctx context.Context, cli client.Client) (nodeLoss, error) {
 	var pods corev1.PodList
 	if err := cli.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		return nodeLoss{}, err
 	}
-	perNode := map[string][]corev1.Pod{}
+	bound, unfinished := map[string][]corev1.Pod{}, map[string]int{}
 	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			perNode[p.Spec.NodeName] = append(perNode[p.Spec.NodeName], p)
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		bound[p.Spec.NodeName] = append(bound[p.Spec.NodeName], p)
+		if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
+			unfinished[p.Spec.NodeName]++
 		}
 	}
 	var loss nodeLoss
-	for node, ps := range perNode {
-		if len(ps) > loss.Pods || len(ps) == loss.Pods && node < loss.Node {
-			loss.Node, loss.Pods = node, len(ps)
+	for node := range bound {
+		if n := unfinished[node]; n > loss.Unfinished || n == loss.Unfinished && (loss.Node == "" || node < loss.Node) {
+			loss.Node, loss.Unfinished = node, n
 		}
 	}
-	if loss.Node == "" {
-		return loss, fmt.Errorf("no node has running pods of the run")
+	if loss.Unfinished == 0 {
+		return loss, fmt.Errorf("no node has unfinished pods of the run")
 	}
-	jobs := map[string]bool{}
-	for _, p := range perNode[loss.Node] {
-		if name := p.Labels["jobset.sigs.k8s.io/jobset-name"]; name != "" && !jobs[name] {
+	jobs, open := map[string]bool{}, map[string]bool{}
+	for _, p := range bound[loss.Node] {
+		loss.Pods++
+		name := p.Labels["jobset.sigs.k8s.io/jobset-name"]
+		if name != "" && !jobs[name] {
 			jobs[name] = true
 			loss.Jobs = append(loss.Jobs, name)
+		}
+		if name != "" && !open[name] && (p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning) {
+			open[name] = true
+			loss.UnfinishedJobs = append(loss.UnfinishedJobs, name)
 		}
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: loss.Node}}
@@ -142,7 +156,7 @@ func (f fault) run(ctx context.Context, c *cluster.Cluster, cli client.Client, r
 		if err != nil {
 			return fmt.Errorf("losing a node: %w", err)
 		}
-		logf("deleted node %s at %.1fs with %d running pods of %d jobs", loss.Node, loss.At, loss.Pods, len(loss.Jobs))
+		logf("deleted node %s at %.1fs: %d pods of %d jobs bound to it, %d of %d jobs not finished", loss.Node, loss.At, loss.Pods, len(loss.Jobs), loss.Unfinished, len(loss.UnfinishedJobs))
 		rep.NodeLosses = append(rep.NodeLosses, loss)
 	}
 	return nil

@@ -2,11 +2,17 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Scrape reads a Prometheus text endpoint and returns every sample as
@@ -21,8 +27,27 @@ func Scrape(url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
 	}
+	return ParseMetrics(resp.Body)
+}
+
+// ScrapeAPIServer reads the API server's /metrics with the config's
+// credentials.
+func ScrapeAPIServer(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scraping the API server: %w", err)
+	}
+	return ParseMetrics(bytes.NewReader(b))
+}
+
+// ParseMetrics parses the Prometheus text format into "name{labels}" → value.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

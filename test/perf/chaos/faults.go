@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,11 +125,11 @@ type fault struct {
 	kind faultKind
 }
 
-func (f fault) run(ctx context.Context, c *cluster.Cluster, cli client.Client, rep *report, start time.Time) error {
+func (f fault) run(ctx context.Context, c *cluster.Cluster, cli client.Client, rep *report, start time.Time, replicas *sync.Mutex) error {
 	since := func() float64 { return time.Since(start).Seconds() }
 	switch f.kind {
 	case faultKill:
-		k, err := killLeader(ctx, c, start)
+		k, err := killLeader(ctx, c, start, replicas)
 		if err != nil {
 			return err
 		}

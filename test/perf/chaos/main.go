@@ -214,9 +214,7 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 
 	for _, f := range faults {
 		sleepUntil(ctx, start.Add(f.at))
-		replicas.Lock()
-		err := f.run(ctx, c, cli, rep, start)
-		replicas.Unlock()
+		err := f.run(ctx, c, cli, rep, start, &replicas)
 		if err != nil {
 			return rep, err
 		}
@@ -244,7 +242,7 @@ func (r *report) addSelfExit(at float64) {
 
 // killLeader finds the leader among the replicas, SIGKILLs it, restarts it (as
 // a Deployment would) and waits until some replica leads again.
-func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time) (kill, error) {
+func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time, replicas *sync.Mutex) (kill, error) {
 	leader := -1
 	for deadline := time.Now().Add(60 * time.Second); leader < 0 && time.Now().Before(deadline); {
 		leader = currentLeader(c)
@@ -257,11 +255,17 @@ func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time) (kill,
 	}
 	k := kill{At: time.Since(start).Seconds(), Replica: leader}
 	logf("SIGKILL leader %s at %.1fs", cluster.ManagerReplica(leader), k.At)
+	// Kill and start again under the lock the restarter of exited replicas
+	// takes, so that it does not start the killed replica itself.
+	replicas.Lock()
 	if err := c.StopManagerReplica(leader, syscall.SIGKILL); err != nil {
+		replicas.Unlock()
 		return k, err
 	}
 	t := time.Now()
-	if err := c.StartManagerReplica(ctx, leader); err != nil {
+	err := c.StartManagerReplica(ctx, leader)
+	replicas.Unlock()
+	if err != nil {
 		return k, fmt.Errorf("restarting %s: %w", cluster.ManagerReplica(leader), err)
 	}
 	for time.Since(t) < 90*time.Second && currentLeader(c) < 0 {

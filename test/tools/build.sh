@@ -8,7 +8,9 @@
 # `go build` of several main packages, so client-go, apimachinery, apiserver,
 # controller-runtime, ... compile once for all of them (a later run that adds targets
 # reuses them from GOCACHE); test/tools/etcd, test/tools/kwok and test/tools/s3server
-# (the S3 server of the initializer tests, built only for them) build one binary each.
+# (the S3 server of the initializer tests, built only for them) build one binary each;
+# test/tools/scheduler-plugins (local-cluster --gang-scheduler=coscheduling only) has the
+# scheduler-plugins kube-scheduler and controller, built together as the cluster's are.
 #
 # Each binary is rebuilt only when its module's go.mod/go.sum changed since it was built
 # (a stamp file beside the binary), so a warm run costs nothing. The go command's own
@@ -18,6 +20,7 @@
 # Usage: test/tools/build.sh OUTDIR [TARGET ...]
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #          kwok jobset-controller kueue-controller s3-server
+#          scheduler-plugins-scheduler scheduler-plugins-controller
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output directory}; shift
@@ -33,6 +36,7 @@ module_of() {
     kwok) echo kwok ;;
     s3-server) echo s3server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|jobset-controller|kueue-controller) echo cluster ;;
+    scheduler-plugins-scheduler|scheduler-plugins-controller) echo scheduler-plugins ;;
     *) echo "build.sh: unknown target $1" >&2; return 2 ;;
   esac
 }
@@ -46,6 +50,7 @@ package_of() {
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
     jobset-controller) echo sigs.k8s.io/jobset ;;
     kueue-controller) echo sigs.k8s.io/kueue/cmd/kueue ;;
+    scheduler-plugins-*) echo "sigs.k8s.io/scheduler-plugins/cmd/${1#scheduler-plugins-}" ;;
   esac
 }
 
@@ -57,9 +62,10 @@ fresh() { # fresh TARGET MODULE -> 0 when TARGET exists and was built from the m
 
 module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2" 2>>"$log"); }
 
-cluster_ldflags() {
+# k8s_ldflags MODULE: the version variables of the module's Kubernetes release.
+k8s_ldflags() {
   local kv maj min ld="-s -w"
-  kv=$(module_version cluster k8s.io/kubernetes)
+  kv=$(module_version "$1" k8s.io/kubernetes)
   maj=$(echo "${kv#v}" | cut -d. -f1); min=$(echo "${kv#v}" | cut -d. -f2)
   # Without these the binaries report v0.0.0-master and clients that parse the
   # server version (kubectl skew checks, JobSet, Kueue) misbehave. In the controllers
@@ -67,6 +73,12 @@ cluster_ldflags() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$kv -X $p.gitMajor=$maj -X $p.gitMinor=$min -X $p.gitTreeState=clean -X $p.buildDate=2000-01-01T00:00:00Z"
   done
+  echo "$ld"
+}
+
+cluster_ldflags() {
+  local ld
+  ld=$(k8s_ldflags cluster)
   # The controllers report (and JobSet/Kueue log) their version from these variables;
   # -X of a package a binary does not link is ignored, so one set serves every binary.
   ld="$ld -X sigs.k8s.io/jobset/pkg/version.GitVersion=$(module_version cluster sigs.k8s.io/jobset)"
@@ -74,23 +86,25 @@ cluster_ldflags() {
   echo "$ld"
 }
 
-# Stale targets: the single-binary modules' (etcd, kwok) and the cluster module's.
-stale_single=() stale_cluster=()
+# Stale targets: the single-binary modules' (etcd, kwok), the cluster module's and
+# scheduler-plugins'.
+stale_single=() stale_cluster=() stale_sp=()
 for t in "${targets[@]}"; do
   mod=$(module_of "$t")
   fresh "$t" "$mod" && continue
   case "$mod" in
     cluster) stale_cluster+=("$t") ;;
+    scheduler-plugins) stale_sp+=("$t") ;;
     *) stale_single+=("$t") ;;
   esac
 done
-total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} ))
+total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_sp[@]} ))
 [ "$total" -gt 0 ] || exit 0
 
 start=$(date +%s)
 done_count=0
 : > "$log"
-echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]}) (go output: ${log#"$PWD"/})" >&2
+echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_sp[*]}) (go output: ${log#"$PWD"/})" >&2
 
 elapsed() { local s=$(( $(date +%s) - start )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 report_line() { printf '  [%d/%d] %-24s %s\n' "$done_count" "$total" "$1" "$(elapsed)" >&2; }
@@ -154,6 +168,20 @@ if [ ${#stale_cluster[@]} -gt 0 ]; then
   for t in "${stale_cluster[@]}"; do
     grep -qx "$t" "$tmp/reported" || report "$t"
     install cluster "$tmp/cluster" "$t"
+  done
+fi
+if [ ${#stale_sp[@]} -gt 0 ]; then
+  # Both binaries in one go build: their shared packages (the scheduler framework,
+  # client-go, controller-runtime, ...) compile once.
+  pkgs=()
+  for t in "${stale_sp[@]}"; do pkgs+=("$(package_of "$t")"); done
+  echo "== ${stale_sp[*]} (test/tools/scheduler-plugins)" >> "$log"
+  ld=$(k8s_ldflags scheduler-plugins)
+  mkdir -p "$tmp/sp"
+  (cd "$here/scheduler-plugins" && go build -trimpath -ldflags="$ld" -o "$tmp/sp/" "${pkgs[@]}" >> "$log" 2>&1) || fail "${stale_sp[*]}"
+  for t in "${stale_sp[@]}"; do
+    install scheduler-plugins "$tmp/sp" "$t"
+    report "$t"
   done
 fi
 echo "built $total tool(s) in $(elapsed)" >&2

@@ -67,6 +67,10 @@ type Options struct {
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.
 	ManagerReplicas int
+	// GangScheduler adds a gang scheduler to the cluster: "" (none) or
+	// GangSchedulerCoscheduling (a second scheduler, CoschedulingSchedulerName,
+	// with the PodGroup controller and CRDs; see coscheduling.go).
+	GangScheduler string
 	// ReadyTimeout bounds the wait for each component; default 3 minutes.
 	ReadyTimeout time.Duration
 	// Progress, when set, receives one line per step.
@@ -81,6 +85,9 @@ func Binaries(o Options) ([]string, error) {
 	var bins []string
 	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
 		bins = append(bins, filepath.Join(o.BinDir, b))
+	}
+	if o.GangScheduler == GangSchedulerCoscheduling {
+		bins = append(bins, filepath.Join(o.BinDir, CoschedulingScheduler), filepath.Join(o.BinDir, CoschedulingController))
 	}
 	bins = append(bins, o.ManagerBinary)
 	if o.ProcessNodes > 0 {
@@ -167,6 +174,11 @@ func (o *Options) defaults() error {
 			return err
 		}
 		o.Runtimes = rs
+	}
+	switch o.GangScheduler {
+	case "", GangSchedulerCoscheduling:
+	default:
+		return fmt.Errorf("cluster: unknown gang scheduler %q", o.GangScheduler)
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 3 * time.Minute

@@ -27,6 +27,10 @@ type Ports struct {
 	ManagerMetrics int `json:"managerMetrics"`
 	ManagerHealth  int `json:"managerHealth"`
 	ManagerStatus  int `json:"managerStatus"`
+	// The coscheduling scheduler's secure port and its controller's health probes
+	// (Options.GangScheduler).
+	CoschedulingScheduler  int `json:"coschedulingScheduler"`
+	CoschedulingController int `json:"coschedulingController"`
 }
 
 // freePorts fills every field of Ports with a distinct free port. All listeners

@@ -4,7 +4,7 @@
 //
 //	local-cluster up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
 //	                     [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
-//	                     [--process-nodes N]
+//	                     [--process-nodes N] [--gang-scheduler coscheduling]
 //	local-cluster down   [--state-dir DIR]
 //	local-cluster status [--state-dir DIR]
 //
@@ -91,6 +91,7 @@ func up(args []string) error {
 	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
+	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: coscheduling (scheduler-plugins, schedulerName "+cluster.CoschedulingSchedulerName+"; built into bin/k8s when missing)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
 	var managerArgs multi
 	fs.Var(&managerArgs, "manager-arg", "extra argument for trainyard-manager (repeatable)")
@@ -110,14 +111,19 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	o := cluster.Options{
+		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
+		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
+		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr,
+	}
+	// Not bounded by --timeout: a cold build takes minutes.
+	if err := cluster.BuildGangScheduler(ctx, o, os.Stderr); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	start := time.Now()
-	c, err := cluster.Up(ctx, cluster.Options{
-		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
-		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
-		UntaintedNodes: *untainted, Detach: true, Progress: os.Stderr,
-	})
+	c, err := cluster.Up(ctx, o)
 	if err != nil {
 		return err
 	}

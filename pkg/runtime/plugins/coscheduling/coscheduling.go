@@ -12,6 +12,7 @@ package coscheduling
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -146,10 +147,39 @@ func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (
 		return "", "", false
 	}
 	msg := fmt.Sprintf("PodGroup %s is %s: %d/%d pods scheduled", pg.GetName(), phase, scheduled, minMember)
-	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+	if m := observe.UnschedulableMessage(whyUnschedulable(obs.Pods)); m != "" {
 		msg += "; " + m
 	}
 	return "PodGroup" + phase, msg, true
+}
+
+// siblingRejections are what the Coscheduling plugin writes on the pods it
+// had placed and released because another pod of their gang did not fit
+// (scheduler-plugins v0.34: PostFilter and Unreserve). They say that the gang
+// failed, not why.
+var siblingRejections = []string{"optimistic rejection in PostFilter", "rejection in Unreserve"}
+
+// whyUnschedulable orders the pods so that those whose scheduler message says
+// why the gang does not fit (e.g. "Insufficient cpu", a permit timeout) come
+// before the siblings released because of them.
+func whyUnschedulable(pods []corev1.Pod) []corev1.Pod {
+	var why, released []corev1.Pod
+	for _, p := range pods {
+		sibling := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				for _, r := range siblingRejections {
+					sibling = sibling || strings.Contains(c.Message, r)
+				}
+			}
+		}
+		if sibling {
+			released = append(released, p)
+		} else {
+			why = append(why, p)
+		}
+	}
+	return append(why, released...)
 }
 
 // boundPods counts the pods the scheduler has bound to a node.

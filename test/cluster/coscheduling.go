@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -38,6 +39,15 @@ const (
 	// unplaced, the placed pods keep waiting at Permit (until the group's
 	// scheduleTimeoutSeconds) instead of being rejected at once.
 	CoschedulingPodGroupRejectPercentage = 10
+	// CoschedulingRetryUnschedulable is how long a pod the scheduler found
+	// unschedulable waits at most before it is tried again. A gang that
+	// Coscheduling rejected (at Permit, or after its timeout) is retried only on
+	// the events that plugin registers, a pod or PodGroup added (v0.34): not when
+	// a node joins or a pod goes. Otherwise it waits for kube-scheduler's
+	// periodic flush, 5 minutes by default (--pod-max-in-unschedulable-pods-duration,
+	// deprecated but still served in 1.34); the local cluster shortens it so that
+	// added capacity is used within seconds.
+	CoschedulingRetryUnschedulable = 20 * time.Second
 )
 
 const schedulerPluginsModule = "sigs.k8s.io/scheduler-plugins"
@@ -139,6 +149,7 @@ func (c *Cluster) startCoscheduling(ctx context.Context) error {
 		"--tls-cert-file=" + c.pki.servingCert(), "--tls-private-key-file=" + c.pki.servingKey(),
 		"--cert-dir=" + filepath.Join(c.o.StateDir, "certs", CoschedulingScheduler),
 		"--profiling=false",
+		"--pod-max-in-unschedulable-pods-duration=" + CoschedulingRetryUnschedulable.String(),
 	}, false)
 	if err != nil {
 		return err

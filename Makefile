@@ -12,7 +12,6 @@ K8S_TOOLS  := etcd kube-apiserver kube-controller-manager
 CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueue-controller
 CLUSTER_DIR   := $(BIN)/cluster
 # Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
-# Add --gang-scheduler=coscheduling for the scheduler-plugins gang scheduler (built on first use; docs/gang-scheduling.md).
 CLUSTER_ARGS  ?= --untainted-nodes
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)

@@ -318,8 +318,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c.progress("kube-controller-manager and kube-scheduler healthy")
-	if err := c.startCoscheduling(ctx); err != nil {
-		return nil, err
+	if c.o.GangScheduler == GangSchedulerCoscheduling {
+		if err := c.startCoscheduling(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	// 4. The controllers, in parallel; each one's webhook configurations are
@@ -374,14 +376,14 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	var crdErr, whErr, gangErr error
-	var gangCRDs []*unstructured.Unstructured
-	wg.Add(3)
+	var crdErr, whErr error
+	wg.Add(2)
 	go func() { defer wg.Done(); crdErr = c.renderCRDs(ctx) }()
 	go func() { defer wg.Done(); whErr = c.prepareWebhookConfigs(ctx) }()
-	go func() { defer wg.Done(); gangCRDs, gangErr = c.prepareCoscheduling(ctx) }()
 	wg.Wait()
-	c.crds = append(c.crds, gangCRDs...)
+	if crdErr == nil && c.o.GangScheduler == GangSchedulerCoscheduling {
+		crdErr = c.prepareCoscheduling(ctx)
+	}
 	c.progress("manifests rendered")
-	return errors.Join(crdErr, whErr, gangErr, c.writeKwokStages(), c.writeJobSetConfig(), c.writeKueueConfig(c.o.KueueFrameworks))
+	return errors.Join(crdErr, whErr, c.writeKwokStages(), c.writeJobSetConfig(), c.writeKueueConfig(c.o.KueueFrameworks))
 }

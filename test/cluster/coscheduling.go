@@ -3,12 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"os/exec"
 	"path/filepath"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The coscheduling gang scheduler (Options.GangScheduler): the kube-scheduler of
@@ -21,9 +17,6 @@ import (
 // scheduled, every other pod keeps the default scheduler, and the cluster's
 // kube-scheduler stays the one the rest of the suite is tested with.
 const (
-	// GangSchedulerCoscheduling is Options.GangScheduler for scheduler-plugins'
-	// Coscheduling.
-	GangSchedulerCoscheduling = "coscheduling"
 	// CoschedulingScheduler and CoschedulingController are the component (and
 	// binary) names.
 	CoschedulingScheduler  = "scheduler-plugins-scheduler"
@@ -52,51 +45,30 @@ const (
 
 const schedulerPluginsModule = "sigs.k8s.io/scheduler-plugins"
 
-// BuildGangScheduler builds the binaries of the options' gang scheduler into
-// BinDir with test/tools/build.sh (which skips those built from the tool
-// module's current go.mod/go.sum), writing its progress to out. The gang
-// schedulers are built only when asked for: they are not among the binaries
-// of `make cluster-tools`.
-func BuildGangScheduler(ctx context.Context, o Options, out io.Writer) error {
-	if err := o.defaults(); err != nil {
-		return err
-	}
-	var targets []string
-	switch o.GangScheduler {
-	case "":
-		return nil
-	case GangSchedulerCoscheduling:
-		targets = []string{CoschedulingScheduler, CoschedulingController}
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(o.RepoDir, "test", "tools", "build.sh"), append([]string{o.BinDir}, targets...)...)
-	cmd.Dir = o.RepoDir
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building the %s gang scheduler (test/tools/build.sh %v): %w", o.GangScheduler, targets, err)
-	}
-	return nil
-}
-
 func (c *Cluster) coschedulingConfig() string {
 	return filepath.Join(c.o.StateDir, "config", "coscheduling-scheduler.yaml")
 }
 
-// prepareCoscheduling reads the PodGroup and ElasticQuota CRDs from the module
-// the binaries are built from (the controller manager runs a controller for
-// each, and fails without either CRD) and writes the scheduler's
-// configuration. It returns the CRDs.
-func (c *Cluster) prepareCoscheduling(ctx context.Context) ([]*unstructured.Unstructured, error) {
-	if c.o.GangScheduler != GangSchedulerCoscheduling {
-		return nil, nil
-	}
+// coschedulingBinaries are the gang scheduler's binaries (test/tools/build.sh
+// targets of the same names).
+func coschedulingBinaries(o Options) []string {
+	return []string{filepath.Join(o.BinDir, CoschedulingScheduler), filepath.Join(o.BinDir, CoschedulingController)}
+}
+
+// prepareCoscheduling adds the PodGroup and ElasticQuota CRDs of the module
+// the binaries are built from to the cluster's CRDs (the controller manager
+// runs a controller for each, and fails without either CRD) and writes the
+// scheduler's configuration.
+func (c *Cluster) prepareCoscheduling(ctx context.Context) error {
 	dir, err := moduleDir(ctx, filepath.Join(c.o.RepoDir, "test", "tools", "scheduler-plugins"), schedulerPluginsModule)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	crds, err := readYAMLFiles(filepath.Join(dir, "config", "crd", "bases"))
 	if err != nil {
-		return nil, fmt.Errorf("scheduler-plugins CRDs: %w", err)
+		return fmt.Errorf("scheduler-plugins CRDs: %w", err)
 	}
+	c.crds = append(c.crds, crds...)
 	// The upstream configuration (manifests/coscheduling/scheduler-config.yaml),
 	// as a profile of its own: Coscheduling at every extension point it
 	// implements, and its queue sort, which keeps a group's pods together in
@@ -124,7 +96,7 @@ func (c *Cluster) prepareCoscheduling(ctx context.Context) ([]*unstructured.Unst
 			}},
 		}},
 	}
-	return crds, writeJSON(c.coschedulingConfig(), cfg)
+	return writeJSON(c.coschedulingConfig(), cfg)
 }
 
 // schedulerClientConnection is a scheduler configuration's clientConnection:
@@ -140,9 +112,6 @@ func (c *Cluster) schedulerClientConnection() map[string]any {
 // startCoscheduling starts the scheduler and the controller manager (the CRDs
 // are established) and waits until both are healthy.
 func (c *Cluster) startCoscheduling(ctx context.Context) error {
-	if c.o.GangScheduler != GangSchedulerCoscheduling {
-		return nil
-	}
 	sched, err := c.sup.start(CoschedulingScheduler, []string{c.bin(CoschedulingScheduler),
 		"--config=" + c.coschedulingConfig(),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports.CoschedulingScheduler),

@@ -7,30 +7,27 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The gang scheduler's binaries are needed only with the option, and an
-// unknown scheduler is refused before anything starts.
+// The gang scheduler's binaries are needed only with the option.
 func TestGangSchedulerBinaries(t *testing.T) {
 	base := Options{RepoDir: "/repo", BinDir: "/bin/k8s", ManagerBinary: "/bin/manager"}
 	plain := []string{"/bin/k8s/etcd", "/bin/k8s/kube-apiserver", "/bin/k8s/kube-controller-manager",
 		"/bin/k8s/kube-scheduler", "/bin/k8s/kubectl", "/bin/k8s/kwok", "/bin/k8s/jobset-controller",
 		"/bin/k8s/kueue-controller", "/bin/manager"}
 	cases := map[string]struct {
-		gang    string
-		want    []string
-		wantErr bool
+		gang string
+		want []string
 	}{
 		"none": {want: plain},
-		"coscheduling": {gang: GangSchedulerCoscheduling, want: append(plain[:len(plain)-1:len(plain)-1],
-			"/bin/k8s/scheduler-plugins-scheduler", "/bin/k8s/scheduler-plugins-controller", "/bin/manager")},
-		"unknown": {gang: "kube-batch", wantErr: true},
+		"coscheduling": {gang: GangSchedulerCoscheduling, want: append(plain[:len(plain):len(plain)],
+			"/bin/k8s/scheduler-plugins-scheduler", "/bin/k8s/scheduler-plugins-controller")},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := base
 			o.GangScheduler = tc.gang
 			got, err := Binaries(o)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Binaries: error %v, want error %v", err, tc.wantErr)
+			if err != nil {
+				t.Fatal(err)
 			}
 			for i := range got {
 				got[i] = filepath.ToSlash(got[i])

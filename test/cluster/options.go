@@ -67,15 +67,19 @@ type Options struct {
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.
 	ManagerReplicas int
-	// GangScheduler adds a gang scheduler to the cluster: "" (none) or
-	// GangSchedulerCoscheduling (a second scheduler, CoschedulingSchedulerName,
-	// with the PodGroup controller and CRDs; see coscheduling.go).
+	// GangScheduler also starts a gang scheduler (GangSchedulerVolcano, ...); "" none.
 	GangScheduler string
 	// ReadyTimeout bounds the wait for each component; default 3 minutes.
 	ReadyTimeout time.Duration
 	// Progress, when set, receives one line per step.
 	Progress io.Writer
 }
+
+// Gang schedulers (Options.GangScheduler).
+const (
+	GangSchedulerCoscheduling = "coscheduling"
+	GangSchedulerVolcano      = "volcano"
+)
 
 // Binaries returns the paths of every binary a cluster with these options runs.
 func Binaries(o Options) ([]string, error) {
@@ -86,10 +90,10 @@ func Binaries(o Options) ([]string, error) {
 	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
 		bins = append(bins, filepath.Join(o.BinDir, b))
 	}
-	if o.GangScheduler == GangSchedulerCoscheduling {
-		bins = append(bins, filepath.Join(o.BinDir, CoschedulingScheduler), filepath.Join(o.BinDir, CoschedulingController))
-	}
 	bins = append(bins, o.ManagerBinary)
+	if o.GangScheduler == GangSchedulerCoscheduling {
+		bins = append(bins, coschedulingBinaries(o)...)
+	}
 	if o.ProcessNodes > 0 {
 		bins = append(bins, o.ProcessNodeBinary)
 	}
@@ -174,11 +178,6 @@ func (o *Options) defaults() error {
 			return err
 		}
 		o.Runtimes = rs
-	}
-	switch o.GangScheduler {
-	case "", GangSchedulerCoscheduling:
-	default:
-		return fmt.Errorf("cluster: unknown gang scheduler %q", o.GangScheduler)
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 3 * time.Minute

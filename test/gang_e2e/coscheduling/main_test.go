@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,10 +60,14 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "coscheduling e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s\n", strings.Join(missing, ", "))
 		return 0
 	}
-	// The gang scheduler is built here, only for this suite (cached in bin/k8s).
+	// The gang scheduler is built here, only for this suite (cached in bin/k8s:
+	// a warm build.sh costs nothing).
 	o.GangScheduler = cluster.GangSchedulerCoscheduling
-	if err := cluster.BuildGangScheduler(context.Background(), o, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "coscheduling e2e:", err)
+	build := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"),
+		cluster.CoschedulingScheduler, cluster.CoschedulingController)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "coscheduling e2e: test/tools/build.sh:", err)
 		return 1
 	}
 	if o.StateDir, err = os.MkdirTemp("", "trainyard-coscheduling-e2e-"); err != nil {

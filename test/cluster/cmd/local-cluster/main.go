@@ -17,9 +17,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -91,7 +94,7 @@ func up(args []string) error {
 	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
-	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: coscheduling (scheduler-plugins, schedulerName "+cluster.CoschedulingSchedulerName+"; built into bin/k8s when missing)")
+	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
 	var managerArgs multi
 	fs.Var(&managerArgs, "manager-arg", "extra argument for trainyard-manager (repeatable)")
@@ -103,6 +106,9 @@ func up(args []string) error {
 	if *cpu == 0 && *gpu == 0 && *procs == 0 {
 		return errors.New("need at least one node")
 	}
+	if err := buildGangScheduler(*gang); err != nil {
+		return err
+	}
 	var frameworks []string
 	for _, f := range strings.Split(*fw, ",") {
 		if f = strings.TrimSpace(f); f != "" {
@@ -111,19 +117,14 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := cluster.Options{
-		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
-		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
-		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr,
-	}
-	// Not bounded by --timeout: a cold build takes minutes.
-	if err := cluster.BuildGangScheduler(ctx, o, os.Stderr); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	start := time.Now()
-	c, err := cluster.Up(ctx, o)
+	c, err := cluster.Up(ctx, cluster.Options{
+		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
+		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
+		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr,
+	})
 	if err != nil {
 		return err
 	}
@@ -143,6 +144,34 @@ func up(args []string) error {
 	}
 	fmt.Printf("Try:        %s --kubeconfig %s get nodes\n", kubectl, c.Kubeconfig())
 	fmt.Printf("Stop with:  make cluster-down\n")
+	return nil
+}
+
+// gangTools are the test/tools/build.sh targets of each gang scheduler.
+var gangTools = map[string][]string{
+	cluster.GangSchedulerCoscheduling: {cluster.CoschedulingScheduler, cluster.CoschedulingController},
+}
+
+// buildGangScheduler builds (or finds up to date: build.sh's stamps) the
+// binaries of the gang scheduler, so that only those who ask for one pay
+// for its build.
+func buildGangScheduler(name string) error {
+	if name == "" {
+		return nil
+	}
+	targets, ok := gangTools[name]
+	if !ok {
+		return fmt.Errorf("--gang-scheduler %q: want one of %s", name, strings.Join(slices.Sorted(maps.Keys(gangTools)), ", "))
+	}
+	repo, err := cluster.FindRepoDir(mustGetwd())
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), append([]string{filepath.Join(repo, "bin", "k8s")}, targets...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building the %s gang scheduler (test/tools/build.sh): %w", name, err)
+	}
 	return nil
 }
 

@@ -10,27 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// kwokNode is a kwok node of a pool with this capacity: kwok's fake-node
-// annotation and (unless Options.UntaintedNodes) its taint.
-func (c *Cluster) kwokNode(name, pool string, res corev1.ResourceList) *corev1.Node {
-	n := &corev1.Node{}
-	n.Name = name
-	n.Labels = map[string]string{
-		"type":                   "kwok",
-		"kubernetes.io/hostname": name,
-		"kubernetes.io/os":       "linux",
-		"kubernetes.io/arch":     "amd64",
-		PoolLabel:                pool,
-	}
-	n.Annotations = map[string]string{KwokNodeKey: KwokNodeValue, "node.alpha.kubernetes.io/ttl": "0"}
-	if !c.o.UntaintedNodes {
-		n.Spec.Taints = []corev1.Taint{{Key: KwokNodeKey, Value: KwokNodeValue, Effect: corev1.TaintEffectNoSchedule}}
-	}
-	n.Status.Capacity = res
-	n.Status.Allocatable = res.DeepCopy()
-	return n
-}
-
 // createNodes creates the kwok nodes: kwok's fake-node annotation and taint, and
 // the capacity the brief of this cluster calls for.
 func (c *Cluster) createNodes(ctx context.Context) error {
@@ -43,7 +22,22 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		if gpus > 0 {
 			res[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 		}
-		return c.kwokNode(name, pool, res)
+		n := &corev1.Node{}
+		n.Name = name
+		n.Labels = map[string]string{
+			"type":                   "kwok",
+			"kubernetes.io/hostname": name,
+			"kubernetes.io/os":       "linux",
+			"kubernetes.io/arch":     "amd64",
+			PoolLabel:                pool,
+		}
+		n.Annotations = map[string]string{KwokNodeKey: KwokNodeValue, "node.alpha.kubernetes.io/ttl": "0"}
+		if !c.o.UntaintedNodes {
+			n.Spec.Taints = []corev1.Taint{{Key: KwokNodeKey, Value: KwokNodeValue, Effect: corev1.TaintEffectNoSchedule}}
+		}
+		n.Status.Capacity = res
+		n.Status.Allocatable = res.DeepCopy()
+		return n
 	}
 	var nodes []*corev1.Node
 	for i := 0; i < c.o.CPUNodes; i++ {
@@ -53,60 +47,18 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		nodes = append(nodes, mk(fmt.Sprintf("kwok-gpu-%d", i), "gpu", c.o.GPUsPerNode))
 	}
 	for _, n := range nodes {
-		if err := c.createNode(ctx, n); err != nil {
-			return err
+		want := n.Status.DeepCopy()
+		if err := c.client.Create(ctx, n); err != nil {
+			return fmt.Errorf("creating node %s: %w", n.Name, err)
 		}
-	}
-	return nil
-}
-
-func (c *Cluster) createNode(ctx context.Context, n *corev1.Node) error {
-	want := n.Status.DeepCopy()
-	if err := c.client.Create(ctx, n); err != nil {
-		return fmt.Errorf("creating node %s: %w", n.Name, err)
-	}
-	if len(n.Status.Capacity) == 0 { // in case the API server dropped the status
-		n.Status = *want
-		if err := c.client.Status().Update(ctx, n); err != nil {
-			return fmt.Errorf("setting status of node %s: %w", n.Name, err)
-		}
-	}
-	return nil
-}
-
-// AddKwokNode adds a kwok node of the CPU pool with this CPU and memory
-// capacity (quantities, e.g. "32" and "256Gi"; Options.PodsPerNode pods) to the
-// running cluster, and returns once kwok reports it Ready, e.g. to give a
-// waiting gang the capacity it lacks.
-func (c *Cluster) AddKwokNode(ctx context.Context, name string, cpu, memory string) error {
-	cpuQ, err := resource.ParseQuantity(cpu)
-	if err != nil {
-		return fmt.Errorf("node %s: cpu: %w", name, err)
-	}
-	memQ, err := resource.ParseQuantity(memory)
-	if err != nil {
-		return fmt.Errorf("node %s: memory: %w", name, err)
-	}
-	n := c.kwokNode(name, "cpu", corev1.ResourceList{
-		corev1.ResourceCPU:    cpuQ,
-		corev1.ResourceMemory: memQ,
-		corev1.ResourcePods:   *resource.NewQuantity(int64(c.o.PodsPerNode), resource.DecimalSI),
-	})
-	if err := c.createNode(ctx, n); err != nil {
-		return err
-	}
-	return c.poll(ctx, "node "+name+" to become Ready", func() (bool, string, error) {
-		var got corev1.Node
-		if err := c.client.Get(ctx, types.NamespacedName{Name: name}, &got); err != nil {
-			return false, "", err
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, "", nil
+		if len(n.Status.Capacity) == 0 { // in case the API server dropped the status
+			n.Status = *want
+			if err := c.client.Status().Update(ctx, n); err != nil {
+				return fmt.Errorf("setting status of node %s: %w", n.Name, err)
 			}
 		}
-		return false, "not Ready", nil
-	})
+	}
+	return nil
 }
 
 // waitNodesReady waits until every kwok and process node is Ready and carries no

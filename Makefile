@@ -13,7 +13,7 @@ CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueu
 CLUSTER_DIR   := $(BIN)/cluster
 # Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
 CLUSTER_ARGS  ?= --untainted-nodes
-# GANG_SCHEDULER=volcano also runs Volcano (built into bin/k8s on first use; docs/gang-scheduling.md).
+# GANG_SCHEDULER=volcano or coscheduling also runs that gang scheduler (built into bin/k8s on first use; docs/gang-scheduling.md).
 GANG_SCHEDULER ?=
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
@@ -60,7 +60,7 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go
 ##@ Local cluster
 
 .PHONY: cluster-up
-cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano adds Volcano.
+cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano|coscheduling adds that gang scheduler.
 	CGO_ENABLED=0 go build -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
 	$(BIN)/local-cluster up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS) $(if $(GANG_SCHEDULER),--gang-scheduler=$(GANG_SCHEDULER))
 

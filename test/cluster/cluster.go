@@ -318,6 +318,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c.progress("kube-controller-manager and kube-scheduler healthy")
+	if c.o.GangScheduler == GangSchedulerCoscheduling {
+		if err := c.startCoscheduling(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	// 4. The controllers, in parallel; each one's webhook configurations are
 	// registered only once its webhook server is up (they fail closed).
@@ -381,6 +386,9 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	wg.Wait()
 	if crdErr == nil && c.o.GangScheduler == GangSchedulerVolcano {
 		crdErr = c.prepareVolcano(ctx)
+	}
+	if crdErr == nil && c.o.GangScheduler == GangSchedulerCoscheduling {
+		crdErr = c.prepareCoscheduling(ctx)
 	}
 	c.progress("manifests rendered")
 	return errors.Join(crdErr, whErr, c.writeKwokStages(), c.writeJobSetConfig(), c.writeKueueConfig(c.o.KueueFrameworks))

@@ -94,6 +94,9 @@ func Binaries(o Options) ([]string, error) {
 	if o.GangScheduler == GangSchedulerVolcano {
 		bins = append(bins, volcanoBinaries(o)...)
 	}
+	if o.GangScheduler == GangSchedulerCoscheduling {
+		bins = append(bins, coschedulingBinaries(o)...)
+	}
 	if o.ProcessNodes > 0 {
 		bins = append(bins, o.ProcessNodeBinary)
 	}

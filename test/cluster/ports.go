@@ -30,6 +30,10 @@ type Ports struct {
 	// Volcano's health endpoints (Options.GangScheduler); unused without it.
 	VolcanoSchedulerHealth  int `json:"volcanoSchedulerHealth"`
 	VolcanoControllerHealth int `json:"volcanoControllerHealth"`
+	// The coscheduling scheduler's secure port and its controller's health probes
+	// (Options.GangScheduler).
+	CoschedulingScheduler  int `json:"coschedulingScheduler"`
+	CoschedulingController int `json:"coschedulingController"`
 }
 
 // freePorts fills every field of Ports with a distinct free port. All listeners

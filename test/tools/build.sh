@@ -11,6 +11,8 @@
 # (the S3 server of the initializer tests, built only for them) build one binary each;
 # test/tools/volcano (Volcano's scheduler and controllers, built only for the local
 # cluster's --gang-scheduler=volcano) builds its two with one `go build` as well.
+# test/tools/scheduler-plugins (local-cluster --gang-scheduler=coscheduling only) has the
+# scheduler-plugins kube-scheduler and controller, built together as the cluster's are.
 #
 # Each binary is rebuilt only when its module's go.mod/go.sum changed since it was built
 # (a stamp file beside the binary), so a warm run costs nothing. The go command's own
@@ -21,6 +23,7 @@
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #          kwok jobset-controller kueue-controller s3-server
 #          volcano-scheduler volcano-controller-manager
+#          scheduler-plugins-scheduler scheduler-plugins-controller
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output directory}; shift
@@ -37,6 +40,7 @@ module_of() {
     s3-server) echo s3server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|jobset-controller|kueue-controller) echo cluster ;;
     volcano-scheduler|volcano-controller-manager) echo volcano ;;
+    scheduler-plugins-scheduler|scheduler-plugins-controller) echo scheduler-plugins ;;
     *) echo "build.sh: unknown target $1" >&2; return 2 ;;
   esac
 }
@@ -52,6 +56,7 @@ package_of() {
     kueue-controller) echo sigs.k8s.io/kueue/cmd/kueue ;;
     volcano-scheduler) echo volcano.sh/volcano/cmd/scheduler ;;
     volcano-controller-manager) echo volcano.sh/volcano/cmd/controller-manager ;;
+    scheduler-plugins-*) echo "sigs.k8s.io/scheduler-plugins/cmd/${1#scheduler-plugins-}" ;;
   esac
 }
 
@@ -63,9 +68,10 @@ fresh() { # fresh TARGET MODULE -> 0 when TARGET exists and was built from the m
 
 module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2" 2>>"$log"); }
 
-cluster_ldflags() {
+# k8s_ldflags MODULE: the version variables of the module's Kubernetes release.
+k8s_ldflags() {
   local kv maj min ld="-s -w"
-  kv=$(module_version cluster k8s.io/kubernetes)
+  kv=$(module_version "$1" k8s.io/kubernetes)
   maj=$(echo "${kv#v}" | cut -d. -f1); min=$(echo "${kv#v}" | cut -d. -f2)
   # Without these the binaries report v0.0.0-master and clients that parse the
   # server version (kubectl skew checks, JobSet, Kueue) misbehave. In the controllers
@@ -73,6 +79,12 @@ cluster_ldflags() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$kv -X $p.gitMajor=$maj -X $p.gitMinor=$min -X $p.gitTreeState=clean -X $p.buildDate=2000-01-01T00:00:00Z"
   done
+  echo "$ld"
+}
+
+cluster_ldflags() {
+  local ld
+  ld=$(k8s_ldflags cluster)
   # The controllers report (and JobSet/Kueue log) their version from these variables;
   # -X of a package a binary does not link is ignored, so one set serves every binary.
   ld="$ld -X sigs.k8s.io/jobset/pkg/version.GitVersion=$(module_version cluster sigs.k8s.io/jobset)"
@@ -86,24 +98,26 @@ volcano_ldflags() {
 }
 
 # Stale targets: the single-binary modules' (etcd, kwok) and the multi-binary
-# modules' (cluster; volcano, only built for --gang-scheduler=volcano).
-stale_single=() stale_cluster=() stale_volcano=()
+# modules' (cluster; volcano and scheduler-plugins, only built for their
+# --gang-scheduler).
+stale_single=() stale_cluster=() stale_volcano=() stale_sp=()
 for t in "${targets[@]}"; do
   mod=$(module_of "$t")
   fresh "$t" "$mod" && continue
   case "$mod" in
     cluster) stale_cluster+=("$t") ;;
     volcano) stale_volcano+=("$t") ;;
+    scheduler-plugins) stale_sp+=("$t") ;;
     *) stale_single+=("$t") ;;
   esac
 done
-total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_volcano[@]} ))
+total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_volcano[@]} + ${#stale_sp[@]} ))
 [ "$total" -gt 0 ] || exit 0
 
 start=$(date +%s)
 done_count=0
 : > "$log"
-echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_volcano[*]}) (go output: ${log#"$PWD"/})" >&2
+echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_volcano[*]} ${stale_sp[*]}) (go output: ${log#"$PWD"/})" >&2
 
 elapsed() { local s=$(( $(date +%s) - start )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 report_line() { printf '  [%d/%d] %-24s %s\n' "$done_count" "$total" "$1" "$(elapsed)" >&2; }
@@ -174,4 +188,5 @@ build_together() {
 
 [ ${#stale_cluster[@]} -eq 0 ] || build_together cluster "$(cluster_ldflags)" "${stale_cluster[@]}"
 [ ${#stale_volcano[@]} -eq 0 ] || build_together volcano "$(volcano_ldflags)" "${stale_volcano[@]}"
+[ ${#stale_sp[@]} -eq 0 ] || build_together scheduler-plugins "$(k8s_ldflags scheduler-plugins)" "${stale_sp[@]}"
 echo "built $total tool(s) in $(elapsed)" >&2

@@ -12,7 +12,9 @@ package coscheduling
 
 import (
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -117,6 +119,12 @@ var placedPhases = map[string]bool{"Scheduled": true, "Running": true, "Succeede
 // scheduled yet: the group's phase and count, and the scheduler's reason on
 // the first pod it left unscheduled (the coscheduling plugin writes why the
 // gang does not fit there, e.g. a permit timeout).
+//
+// The count is the larger of the group's status.scheduled and the job's pods
+// bound to a node: scheduler-plugins' PodGroup controller (v0.34) never
+// writes status.scheduled nor the Scheduled phase, and keeps a placed group in
+// Scheduling until its pods run. Once minMember pods are bound the gang no
+// longer waits.
 func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
 	if obs == nil {
 		return "", "", false
@@ -134,9 +142,53 @@ func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (
 	}
 	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
 	scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
+	scheduled = max(scheduled, boundPods(obs.Pods))
+	if minMember > 0 && scheduled >= minMember {
+		return "", "", false
+	}
 	msg := fmt.Sprintf("PodGroup %s is %s: %d/%d pods scheduled", pg.GetName(), phase, scheduled, minMember)
-	if m := observe.UnschedulableMessage(obs.Pods); m != "" {
+	if m := observe.UnschedulableMessage(whyUnschedulable(obs.Pods)); m != "" {
 		msg += "; " + m
 	}
 	return "PodGroup" + phase, msg, true
+}
+
+// siblingRejections are what the Coscheduling plugin writes on the pods it
+// had placed and released because another pod of their gang did not fit
+// (scheduler-plugins v0.34: PostFilter and Unreserve). They say that the gang
+// failed, not why.
+var siblingRejections = []string{"optimistic rejection in PostFilter", "rejection in Unreserve"}
+
+// whyUnschedulable orders the pods so that those whose scheduler message says
+// why the gang does not fit (e.g. "Insufficient cpu", a permit timeout) come
+// before the siblings released because of them.
+func whyUnschedulable(pods []corev1.Pod) []corev1.Pod {
+	var why, released []corev1.Pod
+	for _, p := range pods {
+		sibling := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				for _, r := range siblingRejections {
+					sibling = sibling || strings.Contains(c.Message, r)
+				}
+			}
+		}
+		if sibling {
+			released = append(released, p)
+		} else {
+			why = append(why, p)
+		}
+	}
+	return append(why, released...)
+}
+
+// boundPods counts the pods the scheduler has bound to a node.
+func boundPods(pods []corev1.Pod) int64 {
+	var n int64
+	for k := range pods {
+		if pods[k].Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -143,6 +143,14 @@ func TestGangWaiting(t *testing.T) {
 	unschedulable := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job-node-0-0"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/2 nodes are available: rejected due to timeout after waiting 60s at permit stage",
 	}}}}
+	unschedulablePod := func(name, message string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: message,
+		}}}}
+	}
+	boundPod := func(name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	}
 	type want struct {
 		Reason, Message string
 		Waiting         bool
@@ -161,6 +169,29 @@ func TestGangWaiting(t *testing.T) {
 			pg:   withStatus(map[string]any{"phase": "Scheduling", "scheduled": int64(2)}),
 			pods: []corev1.Pod{unschedulable},
 			want: want{"PodGroupScheduling", "PodGroup job is Scheduling: 2/3 pods scheduled; pod job-node-0-0: 0/2 nodes are available: rejected due to timeout after waiting 60s at permit stage", true},
+		},
+		"scheduling, with pods bound that the status does not count": {
+			pg:   withStatus(map[string]any{"phase": "Scheduling"}),
+			pods: []corev1.Pod{boundPod("job-node-0-1"), unschedulable},
+			want: want{"PodGroupScheduling", "PodGroup job is Scheduling: 1/3 pods scheduled; pod job-node-0-0: 0/2 nodes are available: rejected due to timeout after waiting 60s at permit stage", true},
+		},
+		"scheduling, every pod bound: the gang is placed": {
+			pg:   withStatus(map[string]any{"phase": "Scheduling"}),
+			pods: []corev1.Pod{boundPod("job-node-0-0"), boundPod("job-node-0-1"), boundPod("job-node-0-2")},
+		},
+		"the pod that does not fit speaks before the siblings released for it": {
+			pg: withStatus(map[string]any{"phase": "Scheduling"}),
+			pods: []corev1.Pod{
+				unschedulablePod("job-node-0-0", "0/2 nodes are available: 1 optimistic rejection in PostFilter."),
+				unschedulablePod("job-node-0-1", "0/2 nodes are available: 1 rejection in Unreserve."),
+				unschedulablePod("job-node-0-2", "0/2 nodes are available: 2 Insufficient cpu."),
+			},
+			want: want{"PodGroupScheduling", "PodGroup job is Scheduling: 0/3 pods scheduled; pod job-node-0-2: 0/2 nodes are available: 2 Insufficient cpu.", true},
+		},
+		"only released siblings: their message": {
+			pg:   withStatus(map[string]any{"phase": "Scheduling"}),
+			pods: []corev1.Pod{unschedulablePod("job-node-0-0", "0/2 nodes are available: 1 optimistic rejection in PostFilter.")},
+			want: want{"PodGroupScheduling", "PodGroup job is Scheduling: 0/3 pods scheduled; pod job-node-0-0: 0/2 nodes are available: 1 optimistic rejection in PostFilter.", true},
 		},
 		"scheduled: the pods speak for themselves": {
 			pg:   withStatus(map[string]any{"phase": "Scheduled", "scheduled": int64(3)}),

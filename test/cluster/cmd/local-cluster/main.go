@@ -4,7 +4,7 @@
 //
 //	local-cluster up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
 //	                     [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
-//	                     [--process-nodes N] [--gang-scheduler volcano]
+//	                     [--process-nodes N] [--gang-scheduler volcano|coscheduling]
 //	local-cluster down   [--state-dir DIR]
 //	local-cluster status [--state-dir DIR]
 //
@@ -149,7 +149,8 @@ func up(args []string) error {
 
 // gangTools are the test/tools/build.sh targets of each gang scheduler.
 var gangTools = map[string][]string{
-	cluster.GangSchedulerVolcano: {cluster.VolcanoScheduler, cluster.VolcanoControllers},
+	cluster.GangSchedulerVolcano:      {cluster.VolcanoScheduler, cluster.VolcanoControllers},
+	cluster.GangSchedulerCoscheduling: {cluster.CoschedulingScheduler, cluster.CoschedulingController},
 }
 
 // buildGangScheduler builds (or finds up to date: build.sh's stamps) the

@@ -1,0 +1,101 @@
+// Package coscheduling runs gang-scheduled TrainJobs on a local cluster
+// (test/cluster) with the scheduler-plugins Coscheduling scheduler and its
+// PodGroup controller (Options.GangScheduler "coscheduling"), on kwok nodes of
+// 32 CPUs whose pods request 20 (one per node) unless a test says otherwise, so
+// that every scenario knows exactly how many pods fit. The runtime is
+// examples/coscheduling/runtime.yaml, as the docs show it.
+//
+// The tests share one cluster and run in order; each sets the number of nodes
+// it needs (setNodes) and leaves no pod behind.
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+var (
+	c   *cluster.Cluster
+	cli client.Client
+)
+
+// The example runtime and TrainJob the tests apply (docs/gang-scheduling.md
+// shows the same files).
+const (
+	runtimeFile  = "examples/coscheduling/runtime.yaml"
+	trainJobFile = "examples/coscheduling/trainjob.yaml"
+	runtimeName  = "torch-distributed-gang"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	repo, err := cluster.FindRepoDir(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The nodes are untainted: the example runtime's pods carry no kwok toleration.
+	o := cluster.Options{CPUNodes: 2, UntaintedNodes: true, RepoDir: repo,
+		Runtimes: []string{filepath.Join(repo, runtimeFile)}}
+	missing, err := cluster.MissingBinaries(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if len(missing) > 0 {
+		// `make test` builds them first; a bare `go test ./...` says why nothing ran.
+		fmt.Fprintf(os.Stderr, "coscheduling e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s\n", strings.Join(missing, ", "))
+		return 0
+	}
+	// The gang scheduler is built here, only for this suite (cached in bin/k8s:
+	// a warm build.sh costs nothing).
+	o.GangScheduler = cluster.GangSchedulerCoscheduling
+	build := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"),
+		cluster.CoschedulingScheduler, cluster.CoschedulingController)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "coscheduling e2e: test/tools/build.sh:", err)
+		return 1
+	}
+	if o.StateDir, err = os.MkdirTemp("", "trainyard-coscheduling-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if os.Getenv("E2E_VERBOSE") != "" {
+		o.Progress = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	start := time.Now()
+	c, err = cluster.Up(ctx, o)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coscheduling e2e: bringing the cluster up:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "coscheduling e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), o.StateDir)
+	cli = c.Client()
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "coscheduling e2e: logs of every component are in %s\n", c.Logs())
+	}
+	if err := c.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "coscheduling e2e: stopping the cluster:", err)
+	}
+	if code == 0 {
+		_ = os.RemoveAll(o.StateDir)
+	}
+	return code
+}

@@ -24,6 +24,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 // Timeouts of the waits: kwok moves a pod through each stage after 1–6 s, and
@@ -52,17 +53,7 @@ func repoFile(rel string) string {
 // waitFor retries fn until it returns nil.
 func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met within %s: %v", timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	e2eutil.WaitFor(t, timeout, fn)
 }
 
 // setNodes makes the cluster's CPU pool exactly n kwok nodes of nodeCPU CPUs

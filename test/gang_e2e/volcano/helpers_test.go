@@ -23,6 +23,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 // Timeouts: Volcano schedules every second; kwok moves a pod through each
@@ -45,31 +46,13 @@ func ctx() context.Context { return context.Background() }
 // newNamespace creates a namespace with its default ServiceAccount ready.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "volcano-"}}
-	if err := cli.Create(ctx(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Delete(ctx(), ns) })
-	waitFor(t, short, func() error {
-		return cli.Get(ctx(), client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
-	})
-	return ns.Name
+	return e2eutil.NewNamespace(t, cli, "volcano-", short)
 }
 
 // waitFor retries fn until it returns nil.
 func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met within %s: %v", timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	e2eutil.WaitFor(t, timeout, fn)
 }
 
 // exampleJob reads the example TrainJob, in namespace ns under name. With

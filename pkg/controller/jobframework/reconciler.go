@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,12 @@ type Reconciler struct {
 	// kinds are the child kinds the plugins own that the cluster serves.
 	kinds []schema.GroupVersionKind
 	kueue bool
+	// delays say how long a status change may wait to be written together
+	// with the next ones; wall times the wait (the real clock: it paces
+	// writes, whatever clock decides deadlines).
+	delays Delays
+	wall   clock.PassiveClock
+	held   held
 }
 
 // Reconcile is one pass over one job:
@@ -38,13 +45,18 @@ type Reconciler struct {
 //  4. sync the plan, child by child, by each child's rule;
 //  5. compute status, purely, from the job, what was observed and what sync did;
 //  6. act on what status decided (deletions, pod labels);
-//  7. write status once, then send the pass's events.
+//  7. write status once, then send the pass's events. A status change may
+//     wait a little (Options.Delays) to go out with the next ones.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	job := r.adapter.New()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.held.done(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
+		r.held.done(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -76,16 +88,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.sendEvents(job, out.Events)
 		return ctrl.Result{RequeueAfter: out.Requeue}, nil
 	}
+	if wait := r.holdStatus(req.NamespacedName, job, out, sync); wait > 0 {
+		// Neither written nor recorded, and no events: the pass after the
+		// wait computes them again from the same stored status.
+		log.V(3).Info("Status change held", "wait", wait)
+		if out.Requeue > 0 {
+			wait = min(wait, out.Requeue)
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	deleted, err := r.act(ctx, job, out)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(out.Retry, err)
 	}
 	if deleted {
+		r.held.done(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if err := r.writeStatus(ctx, job, out.Job); err != nil {
 		return ctrl.Result{}, errors.Join(out.Retry, err)
 	}
+	r.held.done(req.NamespacedName)
 	if out.Record != nil {
 		out.Record()
 	}
@@ -127,7 +150,7 @@ func (r *Reconciler) act(ctx context.Context, job client.Object, out Outcome) (b
 
 // writeStatus merge-patches the status subresource when it changed.
 func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object) error {
-	if updated == nil || equality.Semantic.DeepEqual(statusOf(old), statusOf(updated)) {
+	if updated == nil || statusEqual(old, updated) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(old), client.FieldOwner(FieldOwner)); err != nil {
@@ -135,6 +158,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Status updated")
 	return nil
+}
+
+// statusEqual reports whether two objects of a job kind have the same status.
+func statusEqual(a, b client.Object) bool {
+	return equality.Semantic.DeepEqual(statusOf(a), statusOf(b))
 }
 
 // statusOf returns the Status field of a job object (every job kind has one).

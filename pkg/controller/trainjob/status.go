@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,7 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 	p := &pass{job: job, status: &updated.Status, now: now}
 	p.out.Job = updated
 	a.status(p, obs, sync)
+	p.out.CountsOnly = countsOnly(&job.Status, p.status)
 	if !p.out.DeferStatus {
 		oldPhase, newPhase := job.Status.Phase, p.status.Phase
 		if newPhase != oldPhase {
@@ -206,6 +208,21 @@ func (p *pass) expire() {
 		p.out.Delete = append(p.out.Delete, del)
 	}
 	p.out.Requeue = left
+}
+
+// countsOnly reports whether status differs from old in counts only: the
+// ready nodes, the JobSet's job counts, and the message of an unchanged
+// reason ("1/2 nodes running"). Such a change may wait for the next
+// transition before it is written; a change of phase, reason or condition
+// (what kubectl get's State and Reason show, what clients wait for) may not
+// wait as long.
+func countsOnly(old, status *trainer.TrainJobStatus) bool {
+	if old.Phase == "" || old.Reason != status.Reason || equality.Semantic.DeepEqual(old, status) {
+		return false
+	}
+	s := *status
+	s.ReadyNodes, s.JobsStatus, s.Message = old.ReadyNodes, old.JobsStatus, old.Message
+	return equality.Semantic.DeepEqual(&s, old)
 }
 
 // jobSetFinished reports whether the JobSet says it completed or failed.

@@ -123,6 +123,10 @@ bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local clus
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-bench ./test/perf/bench
 	$(BIN)/trainyard-bench -n $(BENCH_N) -docs docs/performance.md -go-bench $(BIN)/perf-go-bench.txt $(BENCH_ARGS)
 
+.PHONY: benchstat
+benchstat: ## Build benchstat from its Go module (test/tools/benchstat) into bin/, to compare Go benchmark runs (docs/performance.md).
+	cd test/tools/benchstat && go build -o $(BIN)/benchstat golang.org/x/perf/cmd/benchstat
+
 .PHONY: chaos
 chaos: cluster-tools ## 1000 TrainJobs, 2 manager replicas; SIGKILL the leader 5 times and restart the API server once; fail unless every job has one JobSet and completes, with no status going backwards.
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-chaos ./test/perf/chaos

@@ -87,6 +87,12 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	if finished(status) {
 		a.Framework.Status(job, obs, status)
 		summarize(job, js, obs, status, now, nil)
+		if js == nil {
+			// As upstream, a missing JobSet changes nothing once the job is
+			// finished (deleted with the namespace, or by hand): the job keeps
+			// the counts it ended with, and costs no status write.
+			status.NumNodes, status.ReadyNodes = job.Status.NumNodes, job.Status.ReadyNodes
+		}
 		p.expire()
 		return
 	}

@@ -453,9 +453,6 @@ func TestStatusFinished(t *testing.T) {
 	// An older version wrote no completion time.
 	noCompletion := *done.DeepCopy()
 	noCompletion.CompletionTime = nil
-	// The JobSet is gone (the job only keeps its status).
-	gone := *done.DeepCopy()
-	gone.NumNodes, gone.ReadyNodes = nil, nil
 
 	cases := map[string]statusCase{
 		"no TTL: nothing to do": {
@@ -469,9 +466,11 @@ func TestStatusFinished(t *testing.T) {
 			sync: failed(errors.New("ignored")),
 			want: outcome{Status: done},
 		},
-		"the JobSet is gone": {
+		// As upstream, a missing JobSet changes nothing once the job is
+		// finished (no status write when the namespace goes).
+		"the JobSet is gone: the status stays": {
 			job:  newJob(withStatus(done)),
-			want: outcome{Status: gone},
+			want: outcome{Status: done},
 		},
 		"completion time filled in from the condition": {
 			job:  newJob(withStatus(noCompletion)),

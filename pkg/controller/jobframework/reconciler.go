@@ -36,6 +36,9 @@ type Reconciler struct {
 	delays Delays
 	wall   clock.PassiveClock
 	held   held
+	// expected are children created by a pass that the cache has not shown
+	// yet (timed by wall).
+	expected expected
 }
 
 // Reconcile is one pass over one job:
@@ -52,6 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.held.done(req.NamespacedName)
+			r.expected.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -66,6 +70,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if wait := r.expected.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
+		// Children an earlier pass created are not in the cache yet: their
+		// creation events bring the next pass (the requeue is a fallback).
+		log.V(3).Info("Waiting for the cache to show created children", "wait", wait)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 
 	var sync Sync
 	p, err := r.adapter.Plan(ctx, r.client, job, obs, now)
@@ -75,6 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case p != nil:
 		sync.Planned = true
 		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children)
+		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
 		}
@@ -175,6 +186,16 @@ func statusOf(o client.Object) any {
 		return f.Interface()
 	}
 	return nil
+}
+
+// observes reports whether a pass lists the children of a kind.
+func (r *Reconciler) observes(gk schema.GroupKind) bool {
+	for _, k := range r.kinds {
+		if k.GroupKind() == gk {
+			return true
+		}
+	}
+	return false
 }
 
 // newList returns an empty list of a kind: typed when the scheme knows the

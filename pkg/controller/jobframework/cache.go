@@ -1,6 +1,8 @@
 package jobframework
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,7 +21,7 @@ import (
 // that belong to a JobSet are cached, and of those only what status needs;
 // managed fields are dropped from everything. JobSets are all cached (those
 // written by earlier versions carry no managed-by label), without their pod
-// specs (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs) are cached
+// templates (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs) are cached
 // whole, managed fields aside.
 func CacheOptions(owned []client.Object) cache.Options {
 	hasJobSet, _ := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
@@ -71,11 +73,12 @@ func stripPod(obj any) (any, error) {
 	}, nil
 }
 
-// StripJobSet (the cache transform of JobSets) keeps of a JobSet what the manager reads from its cache: its
-// identity, labels and annotations (the runtime snapshot, the render hashes),
-// the suspend flag, each replicated job's name, replicas, labels and Job
-// counts, and the status. The pod specs, most of a JobSet's bytes, are never
-// read back: a suspended JobSet is re-rendered from its runtime snapshot and
+// StripJobSet (the cache transform of JobSets) keeps of a JobSet what the
+// manager reads from its cache: its identity, labels and annotations (the
+// runtime snapshot, interned: every job of a runtime carries the same one;
+// the render hashes), the suspend flag, each replicated job's name, replicas,
+// labels and Job counts, and the status. The pod templates, most of a JobSet's
+// bytes, are never read back: a suspended JobSet is re-rendered from its runtime snapshot and
 // compared by hash, and a running one is never re-rendered. Nothing writes a
 // cached JobSet back whole (childsync patches the suspend flag, and applies
 // or recreates from a fresh rendering).
@@ -86,9 +89,45 @@ func StripJobSet(obj any) (any, error) {
 	}
 	js.ManagedFields = nil
 	for k := range js.Spec.ReplicatedJobs {
-		js.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec = corev1.PodSpec{}
+		js.Spec.ReplicatedJobs[k].Template.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	for k, v := range js.Annotations {
+		js.Annotations[k] = shared.intern(v)
 	}
 	return js, nil
+}
+
+// shared keeps one copy of the long annotation values many cached JobSets
+// carry alike: the runtime snapshot is the same for every job of a runtime.
+var shared = &interner{}
+
+// interner returns one copy of each long string it has seen. It holds at
+// most internMax strings, and forgets them all when full, so that strings
+// no cached object shares any more (an old runtime's snapshot) do not stay.
+type interner struct {
+	mu      sync.Mutex
+	strings map[string]string
+}
+
+const (
+	internMin = 256 // shorter values are not worth a lookup
+	internMax = 256
+)
+
+func (in *interner) intern(s string) string {
+	if len(s) < internMin {
+		return s
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.strings[s]; ok {
+		return c
+	}
+	if len(in.strings) >= internMax || in.strings == nil {
+		in.strings = map[string]string{}
+	}
+	in.strings[s] = s
+	return s
 }
 
 // stripData drops the data of a ConfigMap or Secret Trainyard made (a job's

@@ -31,6 +31,9 @@ type pass struct {
 	now    time.Time
 	out    jobframework.Outcome
 	record []func()
+	// syncEvents is how many of the events say what syncing did; the others
+	// follow from the status change.
+	syncEvents int
 }
 
 func (p *pass) event(kind, reason, action, format string, args ...any) {
@@ -63,6 +66,12 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 	p.out.Job = updated
 	a.status(p, obs, sync)
 	p.out.CountsOnly = countsOnly(&job.Status, p.status)
+	if p.out.DeferStatus {
+		// Only what syncing did (the JobSet's creation) goes out now: events
+		// that follow from the status change (Suspended) come with the status,
+		// from the pass that writes it, or they would be sent twice.
+		p.out.Events = p.out.Events[:p.syncEvents]
+	}
 	if !p.out.DeferStatus {
 		oldPhase, newPhase := job.Status.Phase, p.status.Phase
 		if newPhase != oldPhase {
@@ -113,6 +122,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	// 3. What planning and syncing the JobSet did.
 	after := sync.After(obs)
 	p.synced(after.JobSet(job.Name), sync)
+	p.syncEvents = len(p.out.Events)
 
 	// 4. Suspension, and what the children report.
 	if changed, suspended := setSuspended(job, status, now); changed {

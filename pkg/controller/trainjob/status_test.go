@@ -41,6 +41,19 @@ func TestStatusSync(t *testing.T) {
 			sync: synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
 			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}, DeferStatus: true},
 		},
+		// The Suspended event comes with the status, from the next pass:
+		// sent now too, it would be sent twice.
+		"the pass that creates a suspended job's JobSet sends JobSetCreated only": {
+			job:  newJob(suspended(true)),
+			sync: synced(observed(nil), suspendedJS, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
+			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evCreated}, DeferStatus: true},
+		},
+		"the next pass writes the suspended job's status and sends Suspended": {
+			job:  newJob(suspended(true)),
+			obs:  observed(suspendedJS),
+			sync: synced(observed(suspendedJS), nil, nil),
+			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evSuspended}},
+		},
 		"the next pass sees the JobSet: no Created condition, no second event": {
 			job:  newJob(),
 			obs:  observed(js),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -88,6 +89,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
+		}
+		if apierrors.HasStatusCause(sync.Err, corev1.NamespaceTerminatingCause) {
+			// The namespace is being deleted, the job with it: children it
+			// deleted first are not made again (each retry would be refused).
+			log.V(2).Info("Namespace terminating: nothing synced", "error", sync.Err.Error())
+			return ctrl.Result{}, nil
 		}
 	}
 

@@ -127,6 +127,10 @@ bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local clus
 	@# The pictures (gonum/plot, in a tool module of its own): latency CDF and JobSets over time per phase.
 	cd test/tools/benchplot && go run . -samples $(BIN)/perf/samples.json -out $(CURDIR)/docs/perf
 
+.PHONY: benchstat
+benchstat: ## Build benchstat from its Go module (test/tools/benchstat) into bin/, to compare Go benchmark runs (docs/performance.md).
+	cd test/tools/benchstat && go build -o $(BIN)/benchstat golang.org/x/perf/cmd/benchstat
+
 .PHONY: chaos
 chaos: cluster-tools ## 1000 TrainJobs, 2 manager replicas; SIGKILL the leader 5 times and restart the API server once; fail unless every job has one JobSet and completes, with no status going backwards.
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-chaos ./test/perf/chaos

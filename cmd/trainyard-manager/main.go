@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -45,6 +46,8 @@ func run() error {
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 		concurrency = flag.Int("trainjob-concurrency", 20, "TrainJobs reconciled in parallel")
+		statusDelay = flag.Duration("status-write-delay", time.Second, "how long a TrainJob's change of phase, reason or condition may wait to be written with the next changes (0: each at once)")
+		countsDelay = flag.Duration("counts-write-delay", 10*time.Second, "how long a TrainJob's change of counts only (ready nodes, the JobSet's job counts) may wait to be written; any other change carries it earlier")
 		qps         = flag.Float64("kube-api-qps", 500, "client requests per second to the API server")
 		burst       = flag.Int("kube-api-burst", 1000, "client burst of requests to the API server")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
@@ -133,7 +136,8 @@ func run() error {
 	}
 	log.Info("Runtime plugins", "order", fw.Names())
 	metrics.Register(mgr.GetClient())
-	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: *concurrency}); err != nil {
+	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: *concurrency,
+		Delays: controller.Delays{StatusDelay: *statusDelay, CountsDelay: *countsDelay}}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
 	if *pytorchJobs {

@@ -40,6 +40,9 @@ const runtimeRefIndex = "spec.runtimeRef"
 // Options tune the TrainJob controller.
 type Options = jobframework.Options
 
+// Delays bound how long a TrainJob's status change may wait to be written.
+type Delays = jobframework.Delays
+
 // ClientOptions are the manager's client settings: reads of unstructured
 // objects (children of kinds whose Go types Trainyard does not import, such
 // as the gang schedulers' PodGroups) come from the cache too, where the

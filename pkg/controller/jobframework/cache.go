@@ -1,6 +1,8 @@
 package jobframework
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,11 +16,13 @@ import (
 
 // CacheOptions keep the manager's memory small: of the child kinds the plugins
 // own, only objects Trainyard labelled as its own are cached (a cluster's
-// ConfigMaps, Secrets and Services are not the manager's business); only pods
+// ConfigMaps, Secrets and Services are not the manager's business), and of
+// its ConfigMaps and Secrets not their data (stripData); only pods
 // that belong to a JobSet are cached, and of those only what status needs;
-// managed fields are dropped from everything. JobSets are cached whole:
-// JobSets written by earlier versions carry no managed-by label. The jobs
-// themselves (TrainJobs, PyTorchJobs) are cached whole, managed fields aside.
+// managed fields are dropped from everything. JobSets are all cached (those
+// written by earlier versions carry no managed-by label), without their pod
+// templates (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs) are cached
+// whole, managed fields aside.
 func CacheOptions(owned []client.Object) cache.Options {
 	hasJobSet, _ := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
 	managed := labels.SelectorFromSet(labels.Set{childsync.ManagedByLabel: childsync.ManagedBy})
@@ -29,14 +33,19 @@ func CacheOptions(owned []client.Object) cache.Options {
 				Label:     labels.NewSelector().Add(*hasJobSet),
 				Transform: stripPod,
 			},
-			&jobsetv1alpha2.JobSet{}: {Transform: cache.TransformStripManagedFields()},
+			&jobsetv1alpha2.JobSet{}: {Transform: StripJobSet},
 		},
 	}
 	for _, o := range owned {
 		if _, isJobSet := o.(*jobsetv1alpha2.JobSet); isJobSet {
 			continue
 		}
-		opts.ByObject[o] = cache.ByObject{Label: managed, Transform: cache.TransformStripManagedFields()}
+		transform := cache.TransformStripManagedFields()
+		switch o.(type) {
+		case *corev1.ConfigMap, *corev1.Secret:
+			transform = stripData
+		}
+		opts.ByObject[o] = cache.ByObject{Label: managed, Transform: transform}
 	}
 	return opts
 }
@@ -62,4 +71,75 @@ func stripPod(obj any) (any, error) {
 			Message:               p.Status.Message,
 		},
 	}, nil
+}
+
+// StripJobSet (the cache transform of JobSets) keeps of a JobSet what the
+// manager reads from its cache: its identity, labels and annotations (the
+// runtime snapshot, interned: every job of a runtime carries the same one;
+// the render hashes), the suspend flag, each replicated job's name, replicas,
+// labels and Job counts, and the status. The pod templates, most of a JobSet's
+// bytes, are never read back: a suspended JobSet is re-rendered from its runtime snapshot and
+// compared by hash, and a running one is never re-rendered. Nothing writes a
+// cached JobSet back whole (childsync patches the suspend flag, and applies
+// or recreates from a fresh rendering).
+func StripJobSet(obj any) (any, error) {
+	js, ok := obj.(*jobsetv1alpha2.JobSet)
+	if !ok {
+		return obj, nil
+	}
+	js.ManagedFields = nil
+	for k := range js.Spec.ReplicatedJobs {
+		js.Spec.ReplicatedJobs[k].Template.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	for k, v := range js.Annotations {
+		js.Annotations[k] = shared.intern(v)
+	}
+	return js, nil
+}
+
+// shared keeps one copy of the long annotation values many cached JobSets
+// carry alike: the runtime snapshot is the same for every job of a runtime.
+var shared = &interner{}
+
+// interner returns one copy of each long string it has seen. It holds at
+// most internMax strings, and forgets them all when full, so that strings
+// no cached object shares any more (an old runtime's snapshot) do not stay.
+type interner struct {
+	mu      sync.Mutex
+	strings map[string]string
+}
+
+const (
+	internMin = 256 // shorter values are not worth a lookup
+	internMax = 256
+)
+
+func (in *interner) intern(s string) string {
+	if len(s) < internMin {
+		return s
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.strings[s]; ok {
+		return c
+	}
+	if len(in.strings) >= internMax || in.strings == nil {
+		in.strings = map[string]string{}
+	}
+	in.strings[s] = s
+	return s
+}
+
+// stripData drops the data of a ConfigMap or Secret Trainyard made (a job's
+// CA bundle, hostfile, SSH keys): the manager compares its children by the
+// render hash annotation (childsync) and never reads their data back, so
+// it need not hold a copy per job, nor keep key material in memory.
+func stripData(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		o.ManagedFields, o.Data, o.BinaryData = nil, nil, nil
+	case *corev1.Secret:
+		o.ManagedFields, o.Data, o.StringData = nil, nil, nil
+	}
+	return obj, nil
 }

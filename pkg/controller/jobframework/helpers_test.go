@@ -197,6 +197,7 @@ func newFixture(t *testing.T, a *fakeAdapter, o fixtureOpts) *fixture {
 		client:   c,
 		recorder: logRecorder{log: log},
 		clock:    clocktesting.NewFakePassiveClock(testNow),
+		wall:     clocktesting.NewFakePassiveClock(testNow),
 		syncer:   &childsync.Syncer{Client: c, FieldOwner: FieldOwner},
 		kinds:    o.kinds,
 		kueue:    o.kueue,

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +31,15 @@ type Reconciler struct {
 	// kinds are the child kinds the plugins own that the cluster serves.
 	kinds []schema.GroupVersionKind
 	kueue bool
+	// delays say how long a status change may wait to be written together
+	// with the next ones; wall times the wait (the real clock: it paces
+	// writes, whatever clock decides deadlines).
+	delays Delays
+	wall   clock.PassiveClock
+	held   held
+	// expected are children created by a pass that the cache has not shown
+	// yet (timed by wall).
+	expected expected
 }
 
 // Reconcile is one pass over one job:
@@ -38,13 +49,19 @@ type Reconciler struct {
 //  4. sync the plan, child by child, by each child's rule;
 //  5. compute status, purely, from the job, what was observed and what sync did;
 //  6. act on what status decided (deletions, pod labels);
-//  7. write status once, then send the pass's events.
+//  7. write status once, then send the pass's events. A status change may
+//     wait a little (Options.Delays) to go out with the next ones.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	job := r.adapter.New()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.held.done(req.NamespacedName)
+			r.expected.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
+		r.held.done(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -53,6 +70,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs, err := r.observe(ctx, job)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if wait := r.expected.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
+		// Children an earlier pass created are not in the cache yet: their
+		// creation events bring the next pass (the requeue is a fallback).
+		log.V(3).Info("Waiting for the cache to show created children", "wait", wait)
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 
 	var sync Sync
@@ -63,8 +86,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case p != nil:
 		sync.Planned = true
 		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children)
+		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
+		}
+		if apierrors.HasStatusCause(sync.Err, corev1.NamespaceTerminatingCause) {
+			// The namespace is being deleted, the job with it: children it
+			// deleted first are not made again (each retry would be refused).
+			log.V(2).Info("Namespace terminating: nothing synced", "error", sync.Err.Error())
+			return ctrl.Result{}, nil
 		}
 	}
 
@@ -76,16 +106,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.sendEvents(job, out.Events)
 		return ctrl.Result{RequeueAfter: out.Requeue}, nil
 	}
+	if wait := r.holdStatus(req.NamespacedName, job, out, sync); wait > 0 {
+		// Neither written nor recorded, and no events: the pass after the
+		// wait computes them again from the same stored status.
+		log.V(3).Info("Status change held", "wait", wait)
+		if out.Requeue > 0 {
+			wait = min(wait, out.Requeue)
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	deleted, err := r.act(ctx, job, out)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(out.Retry, err)
 	}
 	if deleted {
+		r.held.done(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if err := r.writeStatus(ctx, job, out.Job); err != nil {
 		return ctrl.Result{}, errors.Join(out.Retry, err)
 	}
+	r.held.done(req.NamespacedName)
 	if out.Record != nil {
 		out.Record()
 	}
@@ -127,7 +168,7 @@ func (r *Reconciler) act(ctx context.Context, job client.Object, out Outcome) (b
 
 // writeStatus merge-patches the status subresource when it changed.
 func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object) error {
-	if updated == nil || equality.Semantic.DeepEqual(statusOf(old), statusOf(updated)) {
+	if updated == nil || statusEqual(old, updated) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(old), client.FieldOwner(FieldOwner)); err != nil {
@@ -135,6 +176,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Status updated")
 	return nil
+}
+
+// statusEqual reports whether two objects of a job kind have the same status.
+func statusEqual(a, b client.Object) bool {
+	return equality.Semantic.DeepEqual(statusOf(a), statusOf(b))
 }
 
 // statusOf returns the Status field of a job object (every job kind has one).
@@ -147,6 +193,16 @@ func statusOf(o client.Object) any {
 		return f.Interface()
 	}
 	return nil
+}
+
+// observes reports whether a pass lists the children of a kind.
+func (r *Reconciler) observes(gk schema.GroupKind) bool {
+	for _, k := range r.kinds {
+		if k.GroupKind() == gk {
+			return true
+		}
+	}
+	return false
 }
 
 // newList returns an empty list of a kind: typed when the scheme knows the

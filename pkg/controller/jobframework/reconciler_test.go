@@ -285,6 +285,22 @@ func TestReconcile(t *testing.T) {
 			wantStatusCalls: 1,
 			wantSync:        &wantSync{planned: true, err: errBoom, actions: map[childsync.Key]childsync.Action{}},
 		},
+		// The namespace's deletion deleted the children first: making them
+		// again would be refused, and the job goes with the namespace.
+		"namespace terminating: no status, no retry": {
+			objs: []client.Object{trainJob()},
+			funcs: interceptor.Funcs{Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+				err := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "hosts", errors.New("namespace ns is being terminated"))
+				err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
+				return err
+			}},
+			plan: func(client.Object, *observe.Observed) (*plan.Plan, error) {
+				return &plan.Plan{Children: []plan.Child{plan.Apply(configMapOf("hosts", ""))}}, nil
+			},
+			status:        running(),
+			wantOps:       []string{"create *v1.ConfigMap hosts"},
+			wantPlanCalls: 1,
+		},
 		"observing fails: no plan, no status": {
 			objs: []client.Object{trainJob()},
 			funcs: interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {

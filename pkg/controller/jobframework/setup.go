@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -34,6 +35,22 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Clock decides deadlines and TTLs; the real clock when nil.
 	Clock clock.PassiveClock
+	// Delays let status changes wait to go out together (zero: each change
+	// is written at once).
+	Delays Delays
+}
+
+// Delays bound how long a job's status change may wait to be written, so
+// that the transitions of one moment (each pod getting ready, the JobSet's
+// counts following) go out in one write. They bound how stale kubectl get
+// may be.
+type Delays struct {
+	// StatusDelay bounds the wait of a change of phase, reason or condition.
+	StatusDelay time.Duration
+	// CountsDelay bounds the wait of a change of counts only (ready nodes,
+	// the JobSet's job counts); never shorter than StatusDelay. Such a change
+	// goes out earlier with any other change.
+	CountsDelay time.Duration
 }
 
 // Config wires one job kind into a controller.
@@ -76,6 +93,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorder("trainyard-" + cfg.Name + "-controller"),
 		clock:    cfg.Clock,
+		// The wait between writes is real time, whatever clock decides
+		// deadlines (tests step a fake one).
+		wall:   clock.RealClock{},
+		delays: cfg.Delays,
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}

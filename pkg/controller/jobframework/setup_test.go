@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -305,7 +307,7 @@ func TestCacheOptions(t *testing.T) {
 	managed := labels.Set{childsync.ManagedByLabel: childsync.ManagedBy}.String()
 	want := map[string]entry{
 		"*v1.Pod":          {Label: jobsetv1alpha2.JobSetNameKey, HasTransform: true},
-		"*v1alpha2.JobSet": {HasTransform: true}, // cached whole: older JobSets carry no label
+		"*v1alpha2.JobSet": {HasTransform: true}, // every one: older JobSets carry no label
 		"*v1.ConfigMap":    {Label: managed, HasTransform: true},
 		"*v1.Service":      {Label: managed, HasTransform: true},
 	}
@@ -359,5 +361,118 @@ func TestStripPod(t *testing.T) {
 	cm := configMapOf("x", "")
 	if got, err := stripPod(cm); err != nil || got != any(cm) {
 		t.Errorf("stripPod(ConfigMap) = %v, %v; want it unchanged", got, err)
+	}
+}
+
+func TestStripJobSet(t *testing.T) {
+	rj := func(name string, pod corev1.PodSpec) jobsetv1alpha2.ReplicatedJob {
+		r := jobsetv1alpha2.ReplicatedJob{Name: name, Replicas: 1}
+		r.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": name}
+		r.Template.Spec.Parallelism, r.Template.Spec.Completions = ptr.To[int32](2), ptr.To[int32](2)
+		r.Template.Spec.Template.Labels = map[string]string{"pod": name}
+		r.Template.Spec.Template.Spec = pod
+		return r
+	}
+	js := func(pod corev1.PodSpec, managed []metav1.ManagedFieldsEntry) *jobsetv1alpha2.JobSet {
+		return &jobsetv1alpha2.JobSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: testNS, UID: "js-uid",
+				Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"trainyard.io/runtime-snapshot": "snap"},
+				OwnerReferences: controlledBy("job-uid", "job"), ManagedFields: managed},
+			Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true),
+				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{rj("dataset-initializer", pod), rj("trainer", pod)}},
+			Status: jobsetv1alpha2.JobSetStatus{ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "trainer", Active: 1}}},
+		}
+	}
+	pod := corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "pytorch", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+		Volumes: []corev1.Volume{{Name: "v"}}}
+	got, err := StripJobSet(js(pod, []metav1.ManagedFieldsEntry{{Manager: "trainyard"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := js(corev1.PodSpec{}, nil)
+	for k := range want.Spec.ReplicatedJobs {
+		want.Spec.ReplicatedJobs[k].Template.Spec.Template.Labels = nil
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("StripJobSet (-want +got):\n%s", diff)
+	}
+	cm := configMapOf("x", "")
+	if got, err := StripJobSet(cm); err != nil || got != any(cm) {
+		t.Errorf("StripJobSet(ConfigMap) = %v, %v; want it unchanged", got, err)
+	}
+}
+
+func TestStripData(t *testing.T) {
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "job-tls-config", Namespace: testNS, Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{childsync.RenderHashAnnotation: "h"}, OwnerReferences: controlledBy("job-uid", "job")}
+	}
+	withManaged := func() metav1.ObjectMeta {
+		m := meta()
+		m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "trainyard"}}
+		return m
+	}
+	cases := map[string]struct {
+		in, want any
+	}{
+		"ConfigMap": {
+			in:   &corev1.ConfigMap{ObjectMeta: withManaged(), Data: map[string]string{"ca.crt": "PEM"}, BinaryData: map[string][]byte{"b": {1}}},
+			want: &corev1.ConfigMap{ObjectMeta: meta()},
+		},
+		"Secret": {
+			in:   &corev1.Secret{ObjectMeta: withManaged(), Data: map[string][]byte{"ssh-privatekey": []byte("key")}, Type: corev1.SecretTypeSSHAuth},
+			want: &corev1.Secret{ObjectMeta: meta(), Type: corev1.SecretTypeSSHAuth},
+		},
+		"anything else passes through": {
+			in:   &corev1.Service{ObjectMeta: meta()},
+			want: &corev1.Service{ObjectMeta: meta()},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := stripData(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("stripData (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStripJobSetInterns: JobSets of one runtime share one copy of the
+// runtime snapshot in the cache.
+func TestStripJobSetInterns(t *testing.T) {
+	snapshot := strings.Repeat("s", internMin)
+	var got []string
+	for range 2 {
+		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+			"trainyard.io/runtime-snapshot": strings.Clone(snapshot), "short": strings.Clone("h")}}}
+		if _, err := StripJobSet(js); err != nil {
+			t.Fatal(err)
+		}
+		if js.Annotations["trainyard.io/runtime-snapshot"] != snapshot || js.Annotations["short"] != "h" {
+			t.Fatalf("annotations changed: %v", js.Annotations)
+		}
+		got = append(got, js.Annotations["trainyard.io/runtime-snapshot"])
+	}
+	if unsafe.StringData(got[0]) != unsafe.StringData(got[1]) {
+		t.Error("two JobSets with the same snapshot hold two copies")
+	}
+}
+
+func TestInternerForgetsWhenFull(t *testing.T) {
+	in := &interner{}
+	first := in.intern(strings.Repeat("a", internMin))
+	for k := range internMax {
+		in.intern(fmt.Sprintf("%0*d", internMin, k))
+	}
+	if len(in.strings) > internMax {
+		t.Errorf("interner holds %d strings, want at most %d", len(in.strings), internMax)
+	}
+	again := in.intern(strings.Clone(first))
+	if unsafe.StringData(again) == unsafe.StringData(first) {
+		t.Error("the interner kept a string past its capacity")
 	}
 }

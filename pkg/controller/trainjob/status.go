@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,9 @@ type pass struct {
 	record []func()
 	// recheck: the build failed on a lookup, so look again after LookupRecheck.
 	recheck bool
+	// syncEvents is how many of the events say what syncing did; the others
+	// follow from the status change.
+	syncEvents int
 }
 
 // LookupRecheck is how soon a job whose build failed on a lookup of another
@@ -67,6 +71,13 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 	p := &pass{job: job, status: &updated.Status, now: now}
 	p.out.Job = updated
 	a.status(p, obs, sync)
+	p.out.CountsOnly = countsOnly(&job.Status, p.status)
+	if p.out.DeferStatus {
+		// Only what syncing did (the JobSet's creation) goes out now: events
+		// that follow from the status change (Suspended) come with the status,
+		// from the pass that writes it, or they would be sent twice.
+		p.out.Events = p.out.Events[:p.syncEvents]
+	}
 	if !p.out.DeferStatus {
 		oldPhase, newPhase := job.Status.Phase, p.status.Phase
 		if newPhase != oldPhase {
@@ -91,6 +102,12 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	if finished(status) {
 		a.Framework.Status(job, obs, status)
 		summarize(job, js, obs, status, now, nil)
+		if js == nil {
+			// As upstream, a missing JobSet changes nothing once the job is
+			// finished (deleted with the namespace, or by hand): the job keeps
+			// the counts it ended with, and costs no status write.
+			status.NumNodes, status.ReadyNodes = job.Status.NumNodes, job.Status.ReadyNodes
+		}
 		p.expire()
 		return
 	}
@@ -111,6 +128,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	// 3. What planning and syncing the JobSet did.
 	after := sync.After(obs)
 	p.synced(after.JobSet(job.Name), sync)
+	p.syncEvents = len(p.out.Events)
 
 	// 4. Suspension, and what the children report.
 	if changed, suspended := setSuspended(job, status, now); changed {
@@ -221,6 +239,21 @@ func (p *pass) expire() {
 		p.out.Delete = append(p.out.Delete, del)
 	}
 	p.out.Requeue = left
+}
+
+// countsOnly reports whether status differs from old in counts only: the
+// ready nodes, the JobSet's job counts, and the message of an unchanged
+// reason ("1/2 nodes running"). Such a change may wait for the next
+// transition before it is written; a change of phase, reason or condition
+// (what kubectl get's State and Reason show, what clients wait for) may not
+// wait as long.
+func countsOnly(old, status *trainer.TrainJobStatus) bool {
+	if old.Phase == "" || old.Reason != status.Reason || equality.Semantic.DeepEqual(old, status) {
+		return false
+	}
+	s := *status
+	s.ReadyNodes, s.JobsStatus, s.Message = old.ReadyNodes, old.JobsStatus, old.Message
+	return equality.Semantic.DeepEqual(&s, old)
 }
 
 // jobSetFinished reports whether the JobSet says it completed or failed.

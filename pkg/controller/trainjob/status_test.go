@@ -18,6 +18,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -39,6 +40,19 @@ func TestStatusSync(t *testing.T) {
 			job:  newJob(),
 			sync: synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
 			want: outcome{Status: waiting(0), Events: []jobframework.Event{evCreated}, DeferStatus: true},
+		},
+		// The Suspended event comes with the status, from the next pass:
+		// sent now too, it would be sent twice.
+		"the pass that creates a suspended job's JobSet sends JobSetCreated only": {
+			job:  newJob(suspended(true)),
+			sync: synced(observed(nil), suspendedJS, map[childsync.Key]childsync.Action{jsKey: childsync.Created}),
+			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evCreated}, DeferStatus: true},
+		},
+		"the next pass writes the suspended job's status and sends Suspended": {
+			job:  newJob(suspended(true)),
+			obs:  observed(suspendedJS),
+			sync: synced(observed(suspendedJS), nil, nil),
+			want: outcome{Status: suspendedStatus, Events: []jobframework.Event{evSuspended}},
 		},
 		"the next pass sees the JobSet: no Created condition, no second event": {
 			job:  newJob(),
@@ -458,9 +472,6 @@ func TestStatusFinished(t *testing.T) {
 	// An older version wrote no completion time.
 	noCompletion := *done.DeepCopy()
 	noCompletion.CompletionTime = nil
-	// The JobSet is gone (the job only keeps its status).
-	gone := *done.DeepCopy()
-	gone.NumNodes, gone.ReadyNodes = nil, nil
 
 	cases := map[string]statusCase{
 		"no TTL: nothing to do": {
@@ -474,9 +485,11 @@ func TestStatusFinished(t *testing.T) {
 			sync: failed(errors.New("ignored")),
 			want: outcome{Status: done},
 		},
-		"the JobSet is gone": {
+		// As upstream, a missing JobSet changes nothing once the job is
+		// finished (no status write when the namespace goes).
+		"the JobSet is gone: the status stays": {
 			job:  newJob(withStatus(done)),
-			want: outcome{Status: gone},
+			want: outcome{Status: done},
 		},
 		"completion time filled in from the condition": {
 			job:  newJob(withStatus(noCompletion)),
@@ -671,4 +684,44 @@ func TestStatusRestarts(t *testing.T) {
 		},
 	}
 	runStatusCases(t, cases)
+}
+
+// TestStatusCountsOnly: which changes may wait for the next transition (the
+// ready nodes, the JobSet's job counts, the message that says them) and which
+// may not (the first status, phase, reason, conditions).
+func TestStatusCountsOnly(t *testing.T) {
+	js := jobSet(t, false)
+	jsCounted := jobSet(t, false, jsReplicated(jobsetv1alpha2.ReplicatedJobStatus{Name: "node", Active: 1}))
+	jsDoneCounted := jobSet(t, false, jsReplicated(jobsetv1alpha2.ReplicatedJobStatus{Name: "node", Succeeded: 1}),
+		jsCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully", tNow.Add(-time.Minute)))
+	pullErr := pod("job-node-0-1-abcde", corev1.PodPending, false, func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "node", State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off"}}}}
+	})
+	started := running(5 * time.Minute)
+	cases := map[string]struct {
+		job  *trainer.TrainJob
+		obs  *observe.Observed
+		want bool
+	}{
+		"the first status":                  {job: newJob(), obs: observed(js)},
+		"unchanged":                         {job: newJob(withStatus(waiting(0))), obs: observed(js)},
+		"a node gets ready":                 {job: newJob(withStatus(waiting(0))), obs: observed(js, readyPod(0)), want: true},
+		"the JobSet counts its job":         {job: newJob(withStatus(waiting(0))), obs: observed(jsCounted), want: true},
+		"every node ready: Running":         {job: newJob(withStatus(waiting(1))), obs: observed(js, readyPod(0), readyPod(1))},
+		"a node finishes while running":     {job: newJob(withStatus(started)), obs: observed(js, readyPod(0), donePod(1)), want: true},
+		"a pod cannot pull its image":       {job: newJob(withStatus(waiting(0))), obs: observed(js, pullErr)},
+		"the JobSet completes":              {job: newJob(withStatus(started)), obs: observed(jsDoneCounted)},
+		"the JobSet is suspended: a reason": {job: newJob(withStatus(waiting(1))), obs: observed(jobSet(t, true))},
+	}
+	a := newAdapter(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := a.Status(tc.job, tc.obs, synced(tc.obs, nil, nil), tNow)
+			if out.CountsOnly != tc.want {
+				got := out.Job.(*trainer.TrainJob).Status
+				t.Errorf("CountsOnly = %v, want %v; status %+v -> %+v", out.CountsOnly, tc.want, tc.job.Status, got)
+			}
+		})
+	}
 }

@@ -44,6 +44,7 @@ type config struct {
 	rest, timeout           time.Duration
 	managerArgs             []string
 	label                   string
+	manager                 string
 	goBench                 string
 	suspend                 bool
 }
@@ -61,6 +62,7 @@ func main() {
 	flag.DurationVar(&cfg.rest, "rest", time.Minute, "rest window after each phase in which writes are counted")
 	flag.DurationVar(&cfg.timeout, "timeout", 60*time.Minute, "give up after this long")
 	flag.StringVar(&managerArgs, "manager-args", "", "extra manager flags, space separated")
+	flag.StringVar(&cfg.manager, "manager", "", "manager binary (default bin/trainyard-manager), to compare two builds in one session; name it trainyard-manager (e.g. /tmp/before/trainyard-manager): the audit counts find the manager by its user agent, which is the binary's name")
 	flag.StringVar(&cfg.label, "label", "", "name of this run in the report (default: the git commit)")
 	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
 	flag.StringVar(&cfg.goBench, "go-bench", "", "output of go test -bench to include in the report")
@@ -102,6 +104,7 @@ func run(cfg config) error {
 		DisableQPSLimits: true,
 		Runtimes:         []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
 		ManagerArgs:      cfg.managerArgs,
+		ManagerBinary:    cfg.manager,
 		Progress:         os.Stderr,
 	})
 	if err != nil {

@@ -6,16 +6,15 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 var (
@@ -26,12 +25,6 @@ var (
 func TestMain(m *testing.M) {
 	// Untainted: the examples apply unchanged, as on a real cluster.
 	o := cluster.Options{CPUNodes: 2, GPUNodes: 2, GPUsPerNode: 4, UntaintedNodes: true}
-	dir, err := os.MkdirTemp("", "trainyard-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	o.StateDir = dir
 	missing, err := cluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -42,18 +35,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s\n", strings.Join(missing, ", "))
 		os.Exit(0)
 	}
-	if os.Getenv("E2E_VERBOSE") != "" {
-		o.Progress = os.Stderr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	start := time.Now()
-	c, err = cluster.Up(ctx, o)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: bringing the cluster up:", err)
+	if c, err = e2eutil.UpCluster("e2e", o); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), dir)
 	cli = c.Client()
 	code := m.Run()
 	if code != 0 {
@@ -63,7 +48,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: stopping the cluster:", err)
 	}
 	if code == 0 {
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(c.StateDir())
 	}
 	os.Exit(code)
 }

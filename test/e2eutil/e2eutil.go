@@ -1,16 +1,20 @@
 // Package e2eutil holds the helpers every end-to-end suite on a local cluster
-// needs (test/e2e, test/gang_e2e/...): waiting for a condition, and a fresh
-// namespace to run in.
+// needs (test/e2e, test/gang_e2e/..., test/processnode_e2e): starting the
+// cluster, waiting for a condition, and a fresh namespace to run in.
 package e2eutil
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/test/cluster"
 )
 
 // WaitFor retries fn every 250 ms until it returns nil, and fails t with fn's
@@ -45,4 +49,30 @@ func NewNamespace(t testing.TB, cli client.Client, prefix string, timeout time.D
 		return cli.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
 	})
 	return ns.Name
+}
+
+// UpCluster starts the suite's local cluster: in a fresh temporary state
+// directory unless o names one, printing each step when E2E_VERBOSE is set,
+// and giving up after 5 minutes. It reports on stderr how long it took,
+// prefixed with the suite's name.
+func UpCluster(suite string, o cluster.Options) (*cluster.Cluster, error) {
+	if o.StateDir == "" {
+		dir, err := os.MkdirTemp("", "trainyard-"+suite+"-e2e-")
+		if err != nil {
+			return nil, err
+		}
+		o.StateDir = dir
+	}
+	if os.Getenv("E2E_VERBOSE") != "" {
+		o.Progress = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := cluster.Up(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("bringing the cluster up: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "%s e2e: cluster up in %s (state in %s)\n", suite, time.Since(start).Round(100*time.Millisecond), o.StateDir)
+	return c, nil
 }

@@ -39,6 +39,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 var (
@@ -82,24 +83,10 @@ func TestMain(m *testing.M) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		skip("/usr/bin/python3 cannot import torch (install Debian's python3-torch, as `make run` does)")
 	}
-	dir, err := os.MkdirTemp("", "trainyard-processnode-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if c, err = e2eutil.UpCluster("processnode", o); err != nil {
+		fmt.Fprintln(os.Stderr, "processnode e2e:", err)
 		os.Exit(1)
 	}
-	o.StateDir = dir
-	if os.Getenv("E2E_VERBOSE") != "" {
-		o.Progress = os.Stderr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	start := time.Now()
-	c, err = cluster.Up(ctx, o)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "processnode e2e: bringing the cluster up:", err)
-		os.Exit(1)
-	}
-	fmt.Fprintf(os.Stderr, "processnode e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), dir)
 	if cs, err = kubernetes.NewForConfig(c.RESTConfig()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -113,7 +100,7 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	// The agent removed everything it created on the host.
-	if bridge := processnode.DefaultBridge(dir); linkExists(bridge) {
+	if bridge := processnode.DefaultBridge(c.StateDir()); linkExists(bridge) {
 		fmt.Fprintf(os.Stderr, "processnode e2e: bridge %s is still there after Down\n", bridge)
 		code = 1
 	}
@@ -122,7 +109,7 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	if code == 0 {
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(c.StateDir())
 	}
 	os.Exit(code)
 }

@@ -10,18 +10,17 @@
 package coscheduling
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 var (
@@ -70,22 +69,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "coscheduling e2e: test/tools/build.sh:", err)
 		return 1
 	}
-	if o.StateDir, err = os.MkdirTemp("", "trainyard-coscheduling-e2e-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if c, err = e2eutil.UpCluster("coscheduling", o); err != nil {
+		fmt.Fprintln(os.Stderr, "coscheduling e2e:", err)
 		return 1
 	}
-	if os.Getenv("E2E_VERBOSE") != "" {
-		o.Progress = os.Stderr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	start := time.Now()
-	c, err = cluster.Up(ctx, o)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coscheduling e2e: bringing the cluster up:", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "coscheduling e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), o.StateDir)
 	cli = c.Client()
 	code := m.Run()
 	if code != 0 {
@@ -95,7 +82,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "coscheduling e2e: stopping the cluster:", err)
 	}
 	if code == 0 {
-		_ = os.RemoveAll(o.StateDir)
+		_ = os.RemoveAll(c.StateDir())
 	}
 	return code
 }

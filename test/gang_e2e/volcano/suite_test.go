@@ -12,18 +12,17 @@
 package volcano
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 var (
@@ -61,24 +60,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "volcano e2e: test/tools/build.sh:", err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "trainyard-volcano-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if c, err = e2eutil.UpCluster("volcano", o); err != nil {
+		fmt.Fprintln(os.Stderr, "volcano e2e:", err)
 		return 1
 	}
-	o.StateDir = dir
-	if os.Getenv("E2E_VERBOSE") != "" {
-		o.Progress = os.Stderr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	start := time.Now()
-	c, err = cluster.Up(ctx, o)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "volcano e2e: bringing the cluster up:", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "volcano e2e: cluster up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), dir)
 	cli = c.Client()
 	if wcli, err = client.NewWithWatch(c.RESTConfig(), client.Options{Scheme: cluster.Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, "volcano e2e: watch client:", err)
@@ -93,7 +78,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "volcano e2e: stopping the cluster:", err)
 	}
 	if code == 0 {
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(c.StateDir())
 	}
 	return code
 }

@@ -43,11 +43,12 @@ func run() error {
 	var (
 		metricsCfg  = serving.Config{}
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+		pprofAddr   = flag.String("pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling (plain HTTP, unauthenticated: bind it to localhost; empty: off)")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 		concurrency = flag.Int("trainjob-concurrency", 20, "TrainJobs reconciled in parallel")
 		statusDelay = flag.Duration("status-write-delay", time.Second, "how long a TrainJob's change of phase, reason or condition may wait to be written with the next changes (0: each at once)")
-		countsDelay = flag.Duration("counts-write-delay", 10*time.Second, "how long a TrainJob's change of counts only (ready nodes, the JobSet's job counts) may wait to be written; any other change carries it earlier")
+		countsDelay = flag.Duration("counts-write-delay", 10*time.Second, "how long a TrainJob's change of counts only (the JobSet's job counts, the message that counts nodes) may wait to be written; any other change carries it earlier")
 		qps         = flag.Float64("kube-api-qps", 500, "client requests per second to the API server")
 		burst       = flag.Int("kube-api-burst", 1000, "client burst of requests to the API server")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
@@ -114,6 +115,7 @@ func run() error {
 		Client:                  controller.ClientOptions(),
 		Metrics:                 metricsCfg.Options(),
 		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "trainyard.trainer.kubeflow.org",
 		LeaderElectionNamespace: *leaderNS,

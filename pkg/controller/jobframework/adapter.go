@@ -106,8 +106,9 @@ type Outcome struct {
 	Retry error
 	// Record is called once the status is written (metrics).
 	Record func()
-	// CountsOnly says that the status changed in counts only (ready nodes,
-	// the JobSet's job counts, the message that says them): the write may
-	// wait longer for the next transition (Delays.CountsDelay).
+	// CountsOnly says that the status changed in counts only (counts no
+	// kubectl get column shows, such as the JobSet's job counts, and the
+	// message that says them): the write may wait longer for the next
+	// transition (Delays.CountsDelay).
 	CountsOnly bool
 }

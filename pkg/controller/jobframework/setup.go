@@ -45,10 +45,11 @@ type Options struct {
 // counts following) go out in one write. They bound how stale kubectl get
 // may be.
 type Delays struct {
-	// StatusDelay bounds the wait of a change of phase, reason or condition.
+	// StatusDelay bounds the wait of a change of phase, reason, condition or
+	// of anything else kubectl get shows (ready nodes).
 	StatusDelay time.Duration
-	// CountsDelay bounds the wait of a change of counts only (ready nodes,
-	// the JobSet's job counts); never shorter than StatusDelay. Such a change
+	// CountsDelay bounds the wait of a change of counts only (the JobSet's
+	// job counts); never shorter than StatusDelay. Such a change
 	// goes out earlier with any other change.
 	CountsDelay time.Duration
 }

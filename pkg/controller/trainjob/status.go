@@ -242,17 +242,16 @@ func (p *pass) expire() {
 }
 
 // countsOnly reports whether status differs from old in counts only: the
-// ready nodes, the JobSet's job counts, and the message of an unchanged
-// reason ("1/2 nodes running"). Such a change may wait for the next
-// transition before it is written; a change of phase, reason or condition
-// (what kubectl get's State and Reason show, what clients wait for) may not
-// wait as long.
+// JobSet's job counts and the message of an unchanged reason ("1/2 nodes
+// running"). Such a change may wait for the next transition before it is
+// written; a change of anything kubectl get shows (State, Ready) or of a
+// reason or condition (what clients wait for) may not wait as long.
 func countsOnly(old, status *trainer.TrainJobStatus) bool {
 	if old.Phase == "" || old.Reason != status.Reason || equality.Semantic.DeepEqual(old, status) {
 		return false
 	}
 	s := *status
-	s.ReadyNodes, s.JobsStatus, s.Message = old.ReadyNodes, old.JobsStatus, old.Message
+	s.JobsStatus, s.Message = old.JobsStatus, old.Message
 	return equality.Semantic.DeepEqual(&s, old)
 }
 

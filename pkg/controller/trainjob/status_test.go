@@ -687,8 +687,9 @@ func TestStatusRestarts(t *testing.T) {
 }
 
 // TestStatusCountsOnly: which changes may wait for the next transition (the
-// ready nodes, the JobSet's job counts, the message that says them) and which
-// may not (the first status, phase, reason, conditions).
+// JobSet's job counts, the message that says them) and which may not (the
+// first status, phase, ready nodes: what kubectl get shows; reason,
+// conditions).
 func TestStatusCountsOnly(t *testing.T) {
 	js := jobSet(t, false)
 	jsCounted := jobSet(t, false, jsReplicated(jobsetv1alpha2.ReplicatedJobStatus{Name: "node", Active: 1}))
@@ -704,15 +705,15 @@ func TestStatusCountsOnly(t *testing.T) {
 		obs  *observe.Observed
 		want bool
 	}{
-		"the first status":                  {job: newJob(), obs: observed(js)},
-		"unchanged":                         {job: newJob(withStatus(waiting(0))), obs: observed(js)},
-		"a node gets ready":                 {job: newJob(withStatus(waiting(0))), obs: observed(js, readyPod(0)), want: true},
-		"the JobSet counts its job":         {job: newJob(withStatus(waiting(0))), obs: observed(jsCounted), want: true},
-		"every node ready: Running":         {job: newJob(withStatus(waiting(1))), obs: observed(js, readyPod(0), readyPod(1))},
-		"a node finishes while running":     {job: newJob(withStatus(started)), obs: observed(js, readyPod(0), donePod(1)), want: true},
-		"a pod cannot pull its image":       {job: newJob(withStatus(waiting(0))), obs: observed(js, pullErr)},
-		"the JobSet completes":              {job: newJob(withStatus(started)), obs: observed(jsDoneCounted)},
-		"the JobSet is suspended: a reason": {job: newJob(withStatus(waiting(1))), obs: observed(jobSet(t, true))},
+		"the first status":                    {job: newJob(), obs: observed(js)},
+		"unchanged":                           {job: newJob(withStatus(waiting(0))), obs: observed(js)},
+		"a node gets ready: the Ready column": {job: newJob(withStatus(waiting(0))), obs: observed(js, readyPod(0))},
+		"the JobSet counts its job":           {job: newJob(withStatus(waiting(0))), obs: observed(jsCounted), want: true},
+		"every node ready: Running":           {job: newJob(withStatus(waiting(1))), obs: observed(js, readyPod(0), readyPod(1))},
+		"a node finishes while running":       {job: newJob(withStatus(started)), obs: observed(js, readyPod(0), donePod(1))},
+		"a pod cannot pull its image":         {job: newJob(withStatus(waiting(0))), obs: observed(js, pullErr)},
+		"the JobSet completes":                {job: newJob(withStatus(started)), obs: observed(jsDoneCounted)},
+		"the JobSet is suspended: a reason":   {job: newJob(withStatus(waiting(1))), obs: observed(jobSet(t, true))},
 	}
 	a := newAdapter(t)
 	for name, tc := range cases {

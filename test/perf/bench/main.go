@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,15 +39,16 @@ import (
 )
 
 type config struct {
-	n, nodesPerJob, workers int
-	phases                  []string
-	stateDir, out, docs     string
-	rest, timeout           time.Duration
-	managerArgs             []string
-	label                   string
-	manager                 string
-	goBench                 string
-	suspend                 bool
+	n, nodesPerJob      int
+	load                harness.Load
+	phases              []string
+	stateDir, out, docs string
+	rest, timeout       time.Duration
+	managerArgs         []string
+	label               string
+	manager             string
+	goBench             string
+	suspend             bool
 }
 
 func main() {
@@ -54,8 +56,9 @@ func main() {
 	var phases, managerArgs string
 	flag.IntVar(&cfg.n, "n", 1000, "TrainJobs (and JobSets) per phase")
 	flag.IntVar(&cfg.nodesPerJob, "nodes", 2, "numNodes of each TrainJob")
-	flag.IntVar(&cfg.workers, "workers", 16, "parallel clients submitting the burst")
-	flag.StringVar(&phases, "phases", "raw,pair,trainyard,kueue", "phases to run, in order: raw, pair, trainyard, kueue")
+	flag.IntVar(&cfg.load.Workers, "workers", 16, "parallel clients submitting the burst")
+	flag.Float64Var(&cfg.load.PerSecond, "rate", 0, "jobs per second the clients submit in all (0: as fast as the API server answers): a paced load below saturation measures the latency of the path, not of the queue behind an unpaced burst")
+	flag.StringVar(&phases, "phases", "raw,pair,trainyard,paced,kueue-jobset,kueue", "phases to run, in order: raw, pair, trainyard, paced (TrainJobs submitted at -rate, default 0.6 × the pair phase's rate), kueue-jobset (plain JobSets through Kueue: the Kueue path's anchor), kueue (TrainJobs through Kueue, in the manager's --kueue-mode)")
 	flag.StringVar(&cfg.stateDir, "state-dir", "bin/perf/cluster", "state directory of the local cluster")
 	flag.StringVar(&cfg.out, "out", "bin/perf", "directory for result.json and result.md")
 	flag.StringVar(&cfg.docs, "docs", "", "regenerate the generated section of this Markdown file (docs/performance.md)")
@@ -81,7 +84,7 @@ func run(cfg config) error {
 	ctx, cancelT := context.WithTimeout(ctx, cfg.timeout)
 	defer cancelT()
 	for _, p := range cfg.phases {
-		if p != "raw" && p != "pair" && p != "trainyard" && p != "kueue" {
+		if p != "raw" && p != "pair" && p != "trainyard" && p != "paced" && p != "kueue-jobset" && p != "kueue" {
 			return fmt.Errorf("unknown phase %q", p)
 		}
 	}
@@ -121,7 +124,7 @@ func run(cfg config) error {
 	}
 	res := Result{
 		Label: cfg.label, Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, NodesPerJob: cfg.nodesPerJob,
-		Workers: cfg.workers, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, Machine: machine(),
+		Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, Machine: machine(),
 	}
 	if res.Label == "" {
 		res.Label = gitCommit(repo)
@@ -138,7 +141,16 @@ func run(cfg config) error {
 		case "pair":
 			ph, err = b.pair(ctx, tmpl)
 		case "trainyard":
-			ph, err = b.trainJobs(ctx, "trainyard", "")
+			ph, err = b.trainJobs(ctx, "trainyard", "", b.cfg.load)
+		case "paced":
+			load := pacedLoad(cfg, res.Phases)
+			logf("phase paced: %s", pace(load.PerSecond))
+			ph, err = b.trainJobs(ctx, "paced", "", load)
+			if ph != nil {
+				ph.PerSecond = load.PerSecond
+			}
+		case "kueue-jobset":
+			ph, err = b.kueueJobSets(ctx, tmpl)
 		case "kueue":
 			ph, err = b.kueue(ctx)
 		}
@@ -164,6 +176,30 @@ func run(cfg config) error {
 		res.ManagerPeakRSSMiB = mib(st.PeakRSS)
 	}
 	return write(cfg, res)
+}
+
+// pacedShare is the paced phase's rate as a share of the pair limit measured
+// earlier in the run: below saturation, so that its latency is the path's
+// (webhooks, watch, reconcile, JobSet create) rather than the wait behind an
+// unpaced burst that outruns every consumer.
+const pacedShare = 0.6
+
+// pacedLoad is the paced phase's load: -rate when set, else pacedShare of the
+// pair phase (or, without one, of the trainyard phase) run before it.
+func pacedLoad(cfg config, done []Phase) harness.Load {
+	load := harness.Load{Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond}
+	if load.PerSecond > 0 {
+		return load
+	}
+	load.PerSecond = 20                                  // no earlier phase to scale from
+	for _, name := range []string{"trainyard", "pair"} { // the pair limit wins
+		for _, ph := range done {
+			if ph.Name == name && ph.JobSetsPerSecond > 0 {
+				load.PerSecond = math.Round(pacedShare * ph.JobSetsPerSecond)
+			}
+		}
+	}
+	return load
 }
 
 func write(cfg config, res Result) error {

@@ -83,10 +83,10 @@ func (b *bench) rssSampler() (stop func() int64) {
 // the burst took.
 type submitter func(ctx context.Context) (map[string]time.Time, time.Duration, error)
 
-// burst is the submitter that creates objs, one create per job.
-func (b *bench) burst(objs []client.Object) submitter {
+// burst is the submitter that creates objs under load, one create per job.
+func (b *bench) burst(objs []client.Object, load harness.Load) submitter {
 	return func(ctx context.Context) (map[string]time.Time, time.Duration, error) {
-		return harness.Burst(ctx, b.cli, objs, b.cfg.workers)
+		return harness.Burst(ctx, b.cli, objs, load)
 	}
 }
 
@@ -102,7 +102,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	before := b.snapshot()
 	stopRSS := b.rssSampler()
 
-	logf("phase %s: submitting %d jobs with %d clients", phase, len(names), b.cfg.workers)
+	logf("phase %s: submitting %d jobs with %d clients", phase, len(names), b.cfg.load.Workers)
 	start := time.Now()
 	issued, took, err := submit(ctx)
 	if err != nil {
@@ -322,10 +322,21 @@ func percentiles(ds []time.Duration) Millis {
 	return Millis{P50: ms(p[0]), P95: ms(p[1]), P99: ms(p[2]), Max: ms(p[3])}
 }
 
-// clientOnly phases are made by the bench's own client alone: the JobSets mark
+// clientOnly phases are made by the bench's own client alone (and, for
+// kueue-jobset, Kueue's and JobSet's controllers): the JobSets mark
 // their jobs' ends, and the manager has nothing to do.
-func clientOnly(phase string) bool { return phase == "raw" || phase == "pair" }
+func clientOnly(phase string) bool {
+	return phase == "raw" || phase == "pair" || phase == "kueue-jobset"
+}
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 
 func mib(b int64) float64 { return round2(float64(b) / (1 << 20)) }
+
+// pace describes a submission rate for the log and the report.
+func pace(perSecond float64) string {
+	if perSecond <= 0 {
+		return "unpaced"
+	}
+	return fmt.Sprintf("paced to %g jobs/s", perSecond)
+}

@@ -35,7 +35,7 @@ func (b *bench) pair(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, 
 	}
 	names := harness.Names("pair", b.cfg.n)
 	submit := func(ctx context.Context) (map[string]time.Time, time.Duration, error) {
-		return harness.BurstFunc(ctx, len(names), b.cfg.workers, func(ctx context.Context, i int) (string, error) {
+		return harness.BurstFunc(ctx, len(names), b.cfg.load, func(ctx context.Context, i int) (string, error) {
 			return names[i], b.createPair(ctx, ns, names[i], tmpl)
 		})
 	}

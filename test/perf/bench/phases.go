@@ -108,7 +108,7 @@ func (b *bench) raw(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, e
 		}
 		objs[i] = js
 	}
-	ph, err := b.measure(ctx, "raw", ns, names, b.burst(objs), jobsets, jobsets)
+	ph, err := b.measure(ctx, "raw", ns, names, b.burst(objs, b.cfg.load), jobsets, jobsets)
 	if err != nil {
 		return nil, err
 	}
@@ -120,17 +120,15 @@ func (b *bench) raw(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, e
 	return ph, nil
 }
 
-// trainJobs submits TrainJobs (to queue when set).
-func (b *bench) trainJobs(ctx context.Context, phase, queue string) (*Phase, error) {
+// trainJobs submits TrainJobs under load (to queue when set).
+func (b *bench) trainJobs(ctx context.Context, phase, queue string, load harness.Load) (*Phase, error) {
 	ns := "bench-" + phase
 	if err := harness.Namespace(ctx, b.cli, ns); err != nil {
 		return nil, err
 	}
 	if queue != "" {
-		lq := harness.Unstructured("kueue.x-k8s.io/v1beta2", "LocalQueue", ns, queue, map[string]any{
-			"spec": map[string]any{"clusterQueue": "bench"}})
-		if err := b.cli.Create(ctx, lq); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating LocalQueue: %w", err)
+		if err := b.localQueue(ctx, ns, queue); err != nil {
+			return nil, err
 		}
 	}
 	jobsets, err := harness.Watch(ctx, b.c.RESTConfig(), harness.JobSets, ns)
@@ -148,7 +146,7 @@ func (b *bench) trainJobs(ctx context.Context, phase, queue string) (*Phase, err
 		tj.Spec.Suspend = &b.cfg.suspend
 		objs[i] = tj
 	}
-	ph, err := b.measure(ctx, phase, ns, names, b.burst(objs), jobsets, trainjobs)
+	ph, err := b.measure(ctx, phase, ns, names, b.burst(objs, load), jobsets, trainjobs)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +158,48 @@ func (b *bench) trainJobs(ctx context.Context, phase, queue string) (*Phase, err
 
 // kueue runs the trainyard phase through a ClusterQueue with room for every job.
 func (b *bench) kueue(ctx context.Context) (*Phase, error) {
+	if err := b.clusterQueue(ctx); err != nil {
+		return nil, err
+	}
+	return b.trainJobs(ctx, "kueue", "bench", b.cfg.load)
+}
+
+// kueueJobSets is the Kueue path's anchor: a plain client creates the JobSets
+// the trainyard phase would, labelled for the same LocalQueue and quota, and
+// Kueue's own JobSet integration admits them (no Trainyard in the path).
+func (b *bench) kueueJobSets(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, error) {
+	const ns = "bench-kueue-jobset"
+	if err := b.clusterQueue(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.localQueue(ctx, ns, "bench"); err != nil {
+		return nil, err
+	}
+	jobsets, err := harness.Watch(ctx, b.c.RESTConfig(), harness.JobSets, ns)
+	if err != nil {
+		return nil, err
+	}
+	names := harness.Names("kjs", b.cfg.n)
+	objs := make([]client.Object, len(names))
+	for i, name := range names {
+		js := tmpl.DeepCopy()
+		js.Namespace, js.Name = ns, name
+		js.Labels = map[string]string{harness.QueueLabel: "bench"}
+		objs[i] = js
+	}
+	ph, err := b.measure(ctx, "kueue-jobset", ns, names, b.burst(objs, b.cfg.load), jobsets, jobsets)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.deleteNamespace(ctx, ns); err != nil {
+		logf("kueue-jobset phase cleanup: %v", err)
+	}
+	return ph, nil
+}
+
+// clusterQueue makes the ClusterQueue "bench", with room for every job of a
+// phase at once, and its ResourceFlavor.
+func (b *bench) clusterQueue(ctx context.Context) error {
 	milliCPU := b.cfg.n * b.cfg.nodesPerJob * 50 * 2
 	memMi := b.cfg.n * b.cfg.nodesPerJob * 64 * 2
 	objs := []client.Object{
@@ -177,10 +217,24 @@ func (b *bench) kueue(ctx context.Context) (*Phase, error) {
 	}
 	for _, o := range objs {
 		if err := b.cli.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating %s: %w", o.GetName(), err)
+			return fmt.Errorf("creating %s: %w", o.GetName(), err)
 		}
 	}
-	return b.trainJobs(ctx, "kueue", "bench")
+	return nil
+}
+
+// localQueue makes the LocalQueue name in ns (made here too) for the
+// ClusterQueue "bench".
+func (b *bench) localQueue(ctx context.Context, ns, name string) error {
+	if err := harness.Namespace(ctx, b.cli, ns); err != nil {
+		return err
+	}
+	lq := harness.Unstructured("kueue.x-k8s.io/v1beta2", "LocalQueue", ns, name, map[string]any{
+		"spec": map[string]any{"clusterQueue": "bench"}})
+	if err := b.cli.Create(ctx, lq); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating LocalQueue: %w", err)
+	}
+	return nil
 }
 
 // deleteNamespace deletes ns and waits (up to 10 minutes) until it is gone.

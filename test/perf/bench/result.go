@@ -17,6 +17,7 @@ type Result struct {
 	N           int      `json:"n"`
 	NodesPerJob int      `json:"nodesPerJob"`
 	Workers     int      `json:"workers"`
+	PerSecond   float64  `json:"perSecond,omitempty"` // submissions paced to this rate (0: unpaced)
 	KwokNodes   int      `json:"kwokNodes"`
 	Suspended   bool     `json:"suspended,omitempty"` // TrainJobs submitted suspended: no pods ran
 	ManagerArgs []string `json:"managerArgs,omitempty"`
@@ -26,16 +27,22 @@ type Result struct {
 	RatioToLimit float64 `json:"ratioToLimit,omitempty"`
 	// RatioToPair is Trainyard's JobSets/s over the pair phase's: a plain client
 	// creating each TrainJob and then its JobSet, through the same webhooks.
-	RatioToPair       float64 `json:"ratioToPair,omitempty"`
-	ManagerPeakRSSMiB float64 `json:"managerPeakRSSMiB"`
+	RatioToPair float64 `json:"ratioToPair,omitempty"`
+	// RatioToKueueJobSets is the kueue phase's admission rate (jobs over the
+	// time until the last JobSet ran unsuspended) over the kueue-jobset
+	// phase's: plain JobSets through the same queue and quota.
+	RatioToKueueJobSets float64 `json:"ratioToKueueJobSets,omitempty"`
+	ManagerPeakRSSMiB   float64 `json:"managerPeakRSSMiB"`
 	// GoBenchmarks are the pipeline's Go benchmarks (go test -bench -benchmem).
 	GoBenchmarks []string `json:"goBenchmarks,omitempty"`
 }
 
 // Phase holds one phase's numbers.
 type Phase struct {
-	Name          string  `json:"name"`
-	Jobs          int     `json:"jobs"`
+	Name string `json:"name"`
+	Jobs int    `json:"jobs"`
+	// PerSecond is the paced phase's submission rate (0: unpaced).
+	PerSecond     float64 `json:"perSecond,omitempty"`
 	SubmitSeconds float64 `json:"submitSeconds"` // creating the N objects
 	// AllJobSetsSeconds: from the first create to the last JobSet seen (watch).
 	AllJobSetsSeconds float64 `json:"allJobSetsSeconds"`
@@ -119,13 +126,16 @@ func (r *Result) derive() {
 	if pair != nil && ty != nil && pair.JobSetsPerSecond > 0 {
 		r.RatioToPair = round2(ty.JobSetsPerSecond / pair.JobSetsPerSecond)
 	}
+	if kq, anchor := r.phase("kueue"), r.phase("kueue-jobset"); kq != nil && anchor != nil && kq.AllRunningSeconds > 0 && anchor.AllRunningSeconds > 0 {
+		r.RatioToKueueJobSets = round2(anchor.AllRunningSeconds / kq.AllRunningSeconds)
+	}
 }
 
 // Markdown renders the run as the tables docs/performance.md shows.
 func (r *Result) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run `%s` on %s, %s: %d jobs per phase, %d nodes each, submitted by %d parallel clients; %d kwok nodes.",
-		r.Label, r.Date[:10], r.Machine, r.N, r.NodesPerJob, r.Workers, r.KwokNodes)
+	fmt.Fprintf(&b, "Run `%s` on %s, %s: %d jobs per phase, %d nodes each, submitted by %d parallel clients (%s); %d kwok nodes.",
+		r.Label, r.Date[:10], r.Machine, r.N, r.NodesPerJob, r.Workers, pace(r.PerSecond), r.KwokNodes)
 	if r.Suspended {
 		b.WriteString(" TrainJobs submitted **suspended** (JobSets created, no pods run; not waited for).")
 	}
@@ -142,6 +152,9 @@ func (r *Result) Markdown() string {
 	} else if r.RatioToLimit > 0 {
 		fmt.Fprintf(&b, "**Trainyard's rate is %.2f× the limit** (a plain client creating the same JobSets in the same run).\n\n", r.RatioToLimit)
 	}
+	if r.RatioToKueueJobSets > 0 {
+		fmt.Fprintf(&b, "**Through Kueue, Trainyard admits at %.2f× the rate of plain JobSets** (the kueue-jobset phase: the same quota, Kueue's own JobSet integration; rate = jobs over the time until the last one ran).\n\n", r.RatioToKueueJobSets)
+	}
 	b.WriteString("| phase | all JobSets | JobSets/s | → JobSet p50 / p95 / p99 (ms) | all running | → running p99 (ms) | all finished | failed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
@@ -155,8 +168,12 @@ func (r *Result) Markdown() string {
 		if r.Suspended {
 			finished = fmt.Sprintf("statuses written: %.0f s (%d/%d)", p.AllFinishedSeconds, p.Finished, p.Jobs)
 		}
+		name := p.Name
+		if p.PerSecond > 0 {
+			name += fmt.Sprintf(" (submitted at %g/s)", p.PerSecond)
+		}
 		fmt.Fprintf(&b, "| %s | %.2f s | %.0f | %.0f / %.0f / %.0f | %s | %s | %d |\n",
-			p.Name, p.AllJobSetsSeconds, p.JobSetsPerSecond, p.LatencyMillis.P50, p.LatencyMillis.P95, p.LatencyMillis.P99,
+			name, p.AllJobSetsSeconds, p.JobSetsPerSecond, p.LatencyMillis.P50, p.LatencyMillis.P95, p.LatencyMillis.P99,
 			running, finished, p.Failed)
 	}
 	if p := r.phase("pair"); p != nil {

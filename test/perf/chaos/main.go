@@ -185,7 +185,7 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 	start := time.Now()
 	submitted := make(chan error, 1)
 	go func() {
-		_, d, err := harness.Burst(ctx, cli, objs, 16)
+		_, d, err := harness.Burst(ctx, cli, objs, harness.Load{Workers: 16})
 		logf("%d TrainJobs created in %.1fs", n, d.Seconds())
 		submitted <- err
 	}()

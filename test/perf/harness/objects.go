@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,33 +55,49 @@ func Names(prefix string, n int) []string {
 	return out
 }
 
-// Burst creates objs with workers goroutines and returns when each create was
-// issued (by name) and how long the whole burst took. Transient errors (the
-// API server's 429s, timeouts) are retried; others fail the burst.
-func Burst(ctx context.Context, c client.Client, objs []client.Object, workers int) (map[string]time.Time, time.Duration, error) {
-	return BurstFunc(ctx, len(objs), workers, func(ctx context.Context, i int) (string, error) {
+// Load is how a burst is offered: by Workers parallel clients, each as fast as
+// the API server answers, or, with PerSecond > 0, paced to that many jobs per
+// second in all (an open load below saturation, where latency is the system's
+// and not the queue's behind the burst).
+type Load struct {
+	Workers   int
+	PerSecond float64
+}
+
+// Burst creates objs under load and returns when each create was issued (by
+// name) and how long the whole burst took. Transient errors (the API server's
+// 429s, timeouts) are retried; others fail the burst.
+func Burst(ctx context.Context, c client.Client, objs []client.Object, load Load) (map[string]time.Time, time.Duration, error) {
+	return BurstFunc(ctx, len(objs), load, func(ctx context.Context, i int) (string, error) {
 		return objs[i].GetName(), CreateRetrying(ctx, c, objs[i])
 	})
 }
 
-// BurstFunc runs submit for 0..n-1 with workers goroutines, as Burst does for
-// one create each; submit returns the job's name. A job's issue time is when
-// its submit began.
-func BurstFunc(ctx context.Context, n, workers int, submit func(ctx context.Context, i int) (string, error)) (map[string]time.Time, time.Duration, error) {
+// BurstFunc runs submit for 0..n-1 under load, as Burst does for one create
+// each; submit returns the job's name. A job's issue time is when its submit
+// began (after its turn under the pace).
+func BurstFunc(ctx context.Context, n int, load Load, submit func(ctx context.Context, i int) (string, error)) (map[string]time.Time, time.Duration, error) {
 	issued := make(map[string]time.Time, n)
+	var pace *rate.Limiter
+	if load.PerSecond > 0 {
+		pace = rate.NewLimiter(rate.Limit(load.PerSecond), 1)
+	}
 	var mu sync.Mutex
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := 0; w < max(load.Workers, 1); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if pace != nil && pace.Wait(ctx) != nil {
 					return
 				}
 				t := time.Now()

@@ -29,7 +29,7 @@ type samples struct {
 }
 
 // phaseOrder is the order the bench runs its phases in; legends follow it.
-var phaseOrder = []string{"raw", "pair", "trainyard", "kueue"}
+var phaseOrder = []string{"raw", "pair", "trainyard", "paced", "kueue-jobset", "kueue"}
 
 func main() {
 	in := flag.String("samples", "bin/perf/samples.json", "the bench's samples.json")

@@ -200,3 +200,44 @@ func observedWithPods(obs *observe.Observed, pods ...corev1.Pod) *observe.Observ
 	obs.Pods = append(obs.Pods, pods...)
 	return obs
 }
+
+// TestStatusKueueMayWait: Kueue's admission of a job it has not started yet
+// may wait to be written (a write then races Kueue's own update of the
+// TrainJob); every other queue state may not.
+func TestStatusKueueMayWait(t *testing.T) {
+	heldJS := jobSet(t, true)
+	held := func(reason, msg string) trainer.TrainJobStatus {
+		return trainer.TrainJobStatus{
+			Conditions: []metav1.Condition{condSuspended},
+			Phase:      trainer.TrainJobPending, Reason: reason, Message: msg,
+			NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
+		}
+	}
+	queuedInQ := held(ReasonWaitingForQuota, "queued in LocalQueue q")
+	reserved := wlCond(kueue.WorkloadQuotaReserved, metav1.ConditionTrue, "QuotaReserved", "reserved")
+	admitted := wlCond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "Admitted", "admitted")
+	noQuota := wlCond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse, "Pending", "insufficient unused quota")
+	cases := map[string]struct {
+		job  *trainer.TrainJob
+		obs  *observe.Observed
+		want bool
+	}{
+		"queued → admitted, not started":    {job: newJob(suspended(true), withStatus(queuedInQ)), obs: queued(heldJS, workload("job-abc12", 0, reserved, admitted)), want: true},
+		"queued → quota reserved":           {job: newJob(suspended(true), withStatus(queuedInQ)), obs: queued(heldJS, workload("job-abc12", 0, reserved)), want: true},
+		"the first status: admitted":        {job: newJob(suspended(true)), obs: queued(heldJS, workload("job-abc12", 0, reserved, admitted))},
+		"the first status: queued":          {job: newJob(suspended(true)), obs: queued(heldJS, workload("job-abc12", 0, noQuota))},
+		"admitted → started by Kueue":       {job: newJob(withStatus(held(ReasonAdmitted, "admitted in LocalQueue q; waiting for Kueue to start it"))), obs: queued(heldJS, workload("job-abc12", 0, reserved, admitted))},
+		"admission checks → admitted":       {job: newJob(suspended(true), withStatus(held(ReasonAdmissionChecks, "quota reserved in LocalQueue q; waiting for admission checks"))), obs: queued(heldJS, workload("job-abc12", 0, reserved, admitted)), want: true},
+		"queued → deactivated by the queue": {job: newJob(suspended(true), withStatus(queuedInQ)), obs: queued(heldJS, func() kueue.Workload { w := workload("job-abc12", 0); w.Spec.Active = ptr.To(false); return w }())},
+	}
+	a := newAdapter(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := a.Status(tc.job, tc.obs, synced(tc.obs, nil, nil), tNow)
+			if out.MayWait != tc.want {
+				got := out.Job.(*trainer.TrainJob).Status
+				t.Errorf("MayWait = %v, want %v; status %s/%s -> %s/%s", out.MayWait, tc.want, tc.job.Status.Phase, tc.job.Status.Reason, got.Phase, got.Reason)
+			}
+		})
+	}
+}

@@ -106,10 +106,9 @@ type Outcome struct {
 	Retry error
 	// Record is called once the status is written (metrics).
 	Record func()
-	// MayWait says that the status changed in a way that may wait longer
-	// for the next transition (Delays.CountsDelay): counts no kubectl get
-	// column shows (the JobSet's job counts) and the message that says them,
-	// or a state another controller is about to end (Kueue admitted the job
-	// and is about to start it).
-	MayWait bool
+	// CountsOnly says that the status changed in counts only (counts no
+	// kubectl get column shows, such as the JobSet's job counts, and the
+	// message that says them): the write may wait longer for the next
+	// transition (Delays.CountsDelay).
+	CountsOnly bool
 }

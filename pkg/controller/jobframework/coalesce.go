@@ -14,10 +14,9 @@ import (
 // from Pending to Complete, most of them a count moving by one a moment
 // before the next. Holding a change for a short while lets the transitions
 // of one moment go out as one write: a change of phase, reason or condition
-// waits at most Options.StatusDelay, a change of counts only or a state
-// another controller is about to end (Outcome.MayWait) at most
-// Options.CountsDelay, and the write goes out when the first of the waiting
-// changes is due, carrying all of them.
+// waits at most Options.StatusDelay, a change of counts only (Outcome.
+// CountsOnly) at most Options.CountsDelay, and the write goes out when the
+// first of the waiting changes is due, carrying all of them.
 //
 // Only the status waits, and only when nothing else happened in the pass: a
 // pass that wrote a child, patched or deleted something, or failed, writes at
@@ -68,7 +67,7 @@ func (r *Reconciler) holdStatus(key types.NamespacedName, job client.Object, out
 		return 0
 	}
 	allowance := r.delays.StatusDelay
-	if out.MayWait {
+	if out.CountsOnly {
 		allowance = max(r.delays.CountsDelay, allowance)
 	}
 	if allowance <= 0 {

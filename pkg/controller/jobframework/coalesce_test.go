@@ -22,7 +22,7 @@ func phaseTo(phase trainer.TrainJobPhase, counts bool, mutate ...func(*Outcome))
 	return func(job client.Object, _ *observe.Observed, _ Sync, log *opLog) Outcome {
 		j := job.DeepCopyObject().(*trainer.TrainJob)
 		j.Status.Phase = phase
-		out := Outcome{Job: j, MayWait: counts,
+		out := Outcome{Job: j, CountsOnly: counts,
 			Events: []Event{{Type: "Normal", Reason: string(phase), Action: "A", Message: "m"}},
 			Record: func() { log.add("record") }}
 		for _, m := range mutate {

@@ -48,9 +48,8 @@ type Delays struct {
 	// StatusDelay bounds the wait of a change of phase, reason, condition or
 	// of anything else kubectl get shows (ready nodes).
 	StatusDelay time.Duration
-	// CountsDelay bounds the wait of a change that may wait (Outcome.MayWait:
-	// counts only, the JobSet's job counts; a state Kueue is about to end);
-	// never shorter than StatusDelay. Such a change
+	// CountsDelay bounds the wait of a change of counts only (the JobSet's
+	// job counts); never shorter than StatusDelay. Such a change
 	// goes out earlier with any other change.
 	CountsDelay time.Duration
 }

@@ -26,21 +26,6 @@ const (
 	ReasonAdmissionChecks      = "WaitingForAdmissionChecks"
 )
 
-// kueueAboutToStart reports whether status differs from old by Kueue's
-// admission of a job it has not started yet (reason Admitted or
-// WaitingForAdmissionChecks, from a queued or no earlier status of the same
-// reason). Kueue normally starts such a job within a moment, by an update of
-// the TrainJob itself; a status write in that moment makes Kueue's update
-// conflict and back off (443 conflicts in 1000 jobs, measured), and what it
-// said is stale by the time it is read. So it may wait as long as a change
-// of counts: when Kueue is slow to start the job, it is written then.
-func kueueAboutToStart(old, status *trainer.TrainJobStatus) bool {
-	if old.Phase == "" || old.Reason == status.Reason {
-		return false
-	}
-	return status.Reason == ReasonAdmitted || status.Reason == ReasonAdmissionChecks
-}
-
 // queueState says, from Kueue's Workload for the TrainJob or its JobSet (as
 // observed), why a queued job is not running. queued is false when there is no
 // Workload, or it is admitted (then the pods say the rest).

@@ -71,7 +71,7 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 	p := &pass{job: job, status: &updated.Status, now: now}
 	p.out.Job = updated
 	a.status(p, obs, sync)
-	p.out.MayWait = countsOnly(&job.Status, p.status) || kueueAboutToStart(&job.Status, p.status)
+	p.out.CountsOnly = countsOnly(&job.Status, p.status)
 	if p.out.DeferStatus {
 		// Only what syncing did (the JobSet's creation) goes out now: events
 		// that follow from the status change (Suspended) come with the status,

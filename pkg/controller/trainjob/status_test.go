@@ -686,11 +686,11 @@ func TestStatusRestarts(t *testing.T) {
 	runStatusCases(t, cases)
 }
 
-// TestStatusMayWait: which changes may wait for the next transition (the
+// TestStatusCountsOnly: which changes may wait for the next transition (the
 // JobSet's job counts, the message that says them) and which may not (the
 // first status, phase, ready nodes: what kubectl get shows; reason,
 // conditions).
-func TestStatusMayWait(t *testing.T) {
+func TestStatusCountsOnly(t *testing.T) {
 	js := jobSet(t, false)
 	jsCounted := jobSet(t, false, jsReplicated(jobsetv1alpha2.ReplicatedJobStatus{Name: "node", Active: 1}))
 	jsDoneCounted := jobSet(t, false, jsReplicated(jobsetv1alpha2.ReplicatedJobStatus{Name: "node", Succeeded: 1}),
@@ -719,9 +719,9 @@ func TestStatusMayWait(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			out := a.Status(tc.job, tc.obs, synced(tc.obs, nil, nil), tNow)
-			if out.MayWait != tc.want {
+			if out.CountsOnly != tc.want {
 				got := out.Job.(*trainer.TrainJob).Status
-				t.Errorf("MayWait = %v, want %v; status %+v -> %+v", out.MayWait, tc.want, tc.job.Status, got)
+				t.Errorf("CountsOnly = %v, want %v; status %+v -> %+v", out.CountsOnly, tc.want, tc.job.Status, got)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
@@ -28,8 +26,8 @@ const (
 
 // kwok's per-pod controls (pod/general and pod/chaos stages).
 const (
-	completeDelay  = "pod-complete.stage.kwok.x-k8s.io/delay"
-	completeJitter = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+	completeDelay  = cluster.KwokPodCompleteDelay
+	completeJitter = cluster.KwokPodCompleteJitter
 	failLabel      = "pod-container-running-failed.stage.kwok.x-k8s.io"
 )
 
@@ -66,19 +64,7 @@ func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
 // but for its namespace (and name, when given).
 func loadTrainJob(t *testing.T, rel, ns, name string) *trainer.TrainJob {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job trainer.TrainJob
-	if err := yaml.UnmarshalStrict(data, &job); err != nil {
-		t.Fatalf("decoding %s: %v", rel, err)
-	}
-	job.Namespace = ns
-	if name != "" {
-		job.Name = name
-	}
-	return &job
+	return e2eutil.LoadTrainJob(t, repoFile(rel), ns, name)
 }
 
 // withPods adds pod labels and annotations to the trainer's pods through a

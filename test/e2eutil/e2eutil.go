@@ -1,6 +1,7 @@
 // Package e2eutil holds the helpers every end-to-end suite on a local cluster
 // needs (test/e2e, test/gang_e2e/..., test/processnode_e2e): starting the
-// cluster, waiting for a condition, and a fresh namespace to run in.
+// cluster, waiting for a condition, a fresh namespace to run in, and the
+// TrainJob of an example file.
 package e2eutil
 
 import (
@@ -13,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
 )
 
@@ -75,4 +78,23 @@ func UpCluster(suite string, o cluster.Options) (*cluster.Cluster, error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s e2e: cluster up in %s (state in %s)\n", suite, time.Since(start).Round(100*time.Millisecond), o.StateDir)
 	return c, nil
+}
+
+// LoadTrainJob reads the TrainJob of a YAML file (path), strictly, as the docs
+// show it: unchanged but for its namespace (and name, when given).
+func LoadTrainJob(t testing.TB, path, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job trainer.TrainJob
+	if err := yaml.UnmarshalStrict(data, &job); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	job.Namespace = ns
+	if name != "" {
+		job.Name = name
+	}
+	return &job
 }

@@ -142,15 +142,7 @@ func gangRuntime(t *testing.T, name string, mutate func(*trainer.ClusterTraining
 // before completing them.
 func trainJob(t *testing.T, ns, name, rt string, nodes int32, cpu string, run time.Duration) *trainer.TrainJob {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(trainJobFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job trainer.TrainJob
-	if err := yaml.UnmarshalStrict(data, &job); err != nil {
-		t.Fatalf("decoding %s: %v", trainJobFile, err)
-	}
-	job.Namespace, job.Name = ns, name
+	job := e2eutil.LoadTrainJob(t, repoFile(trainJobFile), ns, name)
 	job.Spec.RuntimeRef.Name = rt
 	job.Spec.Trainer.NumNodes = ptr.To(nodes)
 	job.Spec.Trainer.ResourcesPerNode.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
@@ -159,11 +151,11 @@ func trainJob(t *testing.T, ns, name, rt string, nodes int32, cpu string, run ti
 	job.Spec.PodTemplateOverrides = append(job.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
 		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
 		Metadata: &metav1.ObjectMeta{Annotations: map[string]string{
-			"pod-complete.stage.kwok.x-k8s.io/delay":        run.String(),
-			"pod-complete.stage.kwok.x-k8s.io/jitter-delay": (run + time.Second).String(),
+			cluster.KwokPodCompleteDelay:  run.String(),
+			cluster.KwokPodCompleteJitter: (run + time.Second).String(),
 		}},
 	})
-	return &job
+	return job
 }
 
 func create(t *testing.T, jobs ...*trainer.TrainJob) {

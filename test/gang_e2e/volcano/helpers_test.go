@@ -60,15 +60,7 @@ func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
 // through a podTemplateOverride as a user would).
 func exampleJob(t *testing.T, ns, name string, hold bool) *trainer.TrainJob {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repo, trainJobFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job trainer.TrainJob
-	if err := yaml.UnmarshalStrict(data, &job); err != nil {
-		t.Fatalf("decoding %s: %v", trainJobFile, err)
-	}
-	job.Namespace, job.Name = ns, name
+	job := e2eutil.LoadTrainJob(t, filepath.Join(repo, trainJobFile), ns, name)
 	if hold {
 		job.Spec.PodTemplateOverrides = append(job.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
 			TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
@@ -77,7 +69,7 @@ func exampleJob(t *testing.T, ns, name string, hold bool) *trainer.TrainJob {
 			}},
 		})
 	}
-	return &job
+	return job
 }
 
 // exampleRuntimeWithout returns the example runtime under another name

@@ -96,15 +96,29 @@ type Outcome struct {
 	Patches []Patch
 	// Requeue asks for a pass after this long (0: only on events).
 	Requeue time.Duration
-	// DeferStatus leaves the status write to the next pass (the one the new
-	// JobSet's creation event brings), so that under a burst of submissions
-	// new jobs get their JobSets first. The pass's events (the JobSet's
-	// creation) are still sent: nothing else would send them.
+	// DeferStatus leaves the status write to the next pass: the one the new
+	// JobSet's creation event brings, so that under a burst of submissions
+	// new jobs get their JobSets first; or the one another controller's next
+	// write of the job brings (DeferFor). Patches and deletions wait with the
+	// status. What syncing did is still told (SyncEvents, SyncRecord):
+	// nothing else would tell it.
 	DeferStatus bool
+	// DeferFor bounds DeferStatus: the status is deferred at most this long
+	// from the first pass that deferred it; a pass after that writes it.
+	// Zero: no bound (the pass that is waited for is certain to come).
+	DeferFor time.Duration
+	// SyncEvents is how many of Events, the first ones, say what syncing
+	// did; the others follow from the status change, and a deferred status
+	// sends them when it is written.
+	SyncEvents int
+	// SyncRecord is called instead of Record when the status is deferred:
+	// the metrics of what syncing did.
+	SyncRecord func()
 	// Retry is a transient error: the status is written, then the pass is
 	// retried with backoff.
 	Retry error
-	// Record is called once the status is written (metrics).
+	// Record is called once the status is written (the pass's metrics,
+	// SyncRecord's included).
 	Record func()
 	// CountsOnly says that the status changed in counts only (counts no
 	// kubectl get column shows, such as the JobSet's job counts, and the

@@ -75,3 +75,18 @@ func (r *Reconciler) holdStatus(key types.NamespacedName, job client.Object, out
 	}
 	return r.held.wait(key, r.wall.Now(), allowance)
 }
+
+// deferStatus reports whether this pass leaves the status to a later one
+// (Outcome.DeferStatus) and, for a bounded deferral, how long until the bound:
+// a deferral that has lasted Outcome.DeferFor since its first pass is over,
+// and this pass writes.
+func (r *Reconciler) deferStatus(key types.NamespacedName, out Outcome) (bool, time.Duration) {
+	if !out.DeferStatus {
+		return false, 0
+	}
+	if out.DeferFor <= 0 {
+		return true, 0
+	}
+	wait := r.held.wait(key, r.wall.Now(), out.DeferFor)
+	return wait > 0, wait
+}

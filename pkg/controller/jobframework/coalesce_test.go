@@ -24,12 +24,18 @@ func phaseTo(phase trainer.TrainJobPhase, counts bool, mutate ...func(*Outcome))
 		j.Status.Phase = phase
 		out := Outcome{Job: j, CountsOnly: counts,
 			Events: []Event{{Type: "Normal", Reason: string(phase), Action: "A", Message: "m"}},
-			Record: func() { log.add("record") }}
+			Record: func() { log.add("record") }, SyncRecord: func() { log.add("sync record") }}
 		for _, m := range mutate {
 			m(&out)
 		}
 		return out
 	}
+}
+
+// deferFor defers the status for at most d; none of the events says what
+// syncing did.
+func deferFor(d time.Duration) func(*Outcome) {
+	return func(o *Outcome) { o.DeferStatus, o.DeferFor = true, d }
 }
 
 // holdStep is one pass at a moment of the wall clock.
@@ -122,6 +128,30 @@ func TestReconcileHoldsStatus(t *testing.T) {
 				{at: 500 * time.Millisecond, status: phaseTo("", false, func(o *Outcome) { o.Events = nil }), wantOps: []string{"record"}},
 				// A new change waits its full delay again.
 				{at: 900 * time.Millisecond, status: phaseTo(trainer.TrainJobRunning, false), want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true},
+			},
+		},
+		// Another controller is between two writes of the job (Kueue): the
+		// status waits even in a pass that wrote a child, until the next
+		// pass no longer defers, or the bound.
+		"a bounded deferral ends with the other controller's write": {
+			delays: delays,
+			steps: []holdStep{
+				{plan: applyCM, status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)),
+					want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true, wantOps: []string{"create *v1.ConfigMap hosts", "sync record"}},
+				{at: 100 * time.Millisecond, status: phaseTo(trainer.TrainJobRunning, false),
+					want: ctrl.Result{RequeueAfter: 900 * time.Millisecond}, wantHeld: true},
+				{at: time.Second, status: phaseTo(trainer.TrainJobRunning, false),
+					wantOps: []string{patchPhase("Running"), "record", eventOf("Running")}},
+			},
+		},
+		"a bounded deferral ends at its bound": {
+			delays: delays,
+			steps: []holdStep{
+				{status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)), want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true, wantOps: []string{"sync record"}},
+				{at: 600 * time.Millisecond, status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)),
+					want: ctrl.Result{RequeueAfter: 400 * time.Millisecond}, wantHeld: true, wantOps: []string{"sync record"}},
+				{at: time.Second, status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)),
+					wantOps: []string{patchPhase("Pending"), "record", eventOf("Pending")}},
 			},
 		},
 		"a deleted job's wait is forgotten": {

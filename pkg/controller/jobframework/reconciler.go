@@ -99,12 +99,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	out := r.adapter.Status(job, obs, sync, now)
-	if out.DeferStatus {
-		if out.Record != nil {
-			out.Record()
+	if deferred, wait := r.deferStatus(req.NamespacedName, out); deferred {
+		if out.SyncRecord != nil {
+			out.SyncRecord()
 		}
-		r.sendEvents(job, out.Events)
-		return ctrl.Result{RequeueAfter: out.Requeue}, nil
+		r.sendEvents(job, out.Events[:out.SyncEvents])
+		log.V(3).Info("Status deferred", "bound", wait)
+		requeue := out.Requeue
+		if wait > 0 && (requeue == 0 || wait < requeue) {
+			requeue = wait
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	if wait := r.holdStatus(req.NamespacedName, job, out, sync); wait > 0 {
 		// Neither written nor recorded, and no events: the pass after the

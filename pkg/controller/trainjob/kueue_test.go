@@ -1,15 +1,19 @@
 package trainjob
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	"github.com/trainyard/trainyard/pkg/observe"
 )
@@ -199,4 +203,90 @@ func TestStatusKueue(t *testing.T) {
 func observedWithPods(obs *observe.Observed, pods ...corev1.Pod) *observe.Observed {
 	obs.Pods = append(obs.Pods, pods...)
 	return obs
+}
+
+// TestStatusKueueStarting: while Kueue is between the update and the patch
+// that start a TrainJob (suspended, with Kueue's podTemplateOverrides or
+// runtime patch), a change of its status is deferred for at most
+// KueueWriteGrace; what syncing did is still told.
+func TestStatusKueueStarting(t *testing.T) {
+	heldJS := jobSet(t, true)
+	admitted := queued(heldJS, workload("job-abc12", 0,
+		wlCond(kueue.WorkloadQuotaReserved, metav1.ConditionTrue, "QuotaReserved", "reserved"),
+		wlCond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "Admitted", "admitted")))
+	admittedStatus := trainer.TrainJobStatus{
+		Conditions: []metav1.Condition{condSuspended},
+		Phase:      trainer.TrainJobPending, Reason: ReasonAdmitted, Message: "admitted in LocalQueue q; waiting for Kueue to start it",
+		NumNodes: ptr.To[int32](2), ReadyNodes: ptr.To[int32](0),
+	}
+	// kueueUpdated is the job after Kueue's update: its generation went up
+	// (so did the conditions' observedGeneration) and it has Kueue's marks.
+	kueueOverride := func(j *trainer.TrainJob) {
+		j.Generation = 2
+		j.Spec.PodTemplateOverrides = append(j.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
+			TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+			Metadata:   &metav1.ObjectMeta{Labels: map[string]string{kueuePodSetLabel: "node"}},
+		})
+	}
+	kueuePatch := func(j *trainer.TrainJob) {
+		j.Generation = 2
+		j.Spec.RuntimePatches = append(j.Spec.RuntimePatches, trainer.RuntimePatch{Manager: kueueManager})
+	}
+	userOverride := func(j *trainer.TrainJob) {
+		j.Generation = 2
+		j.Spec.PodTemplateOverrides = append(j.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
+			TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+			Metadata:   &metav1.ObjectMeta{Labels: map[string]string{"team": "a"}},
+		})
+	}
+	updated := map[childsync.Key]childsync.Action{jsKey: childsync.Updated}
+	evUpdated := jobframework.Event{Type: corev1.EventTypeNormal, Reason: EventJobSetUpdated, Action: "Update", Message: "Updated suspended JobSet job"}
+	cases := map[string]struct {
+		job        *trainer.TrainJob
+		sync       jobframework.Sync
+		wantDefer  bool
+		wantEvents []jobframework.Event // sent now
+	}{
+		"Kueue's overrides synced to the JobSet, not resumed yet": {
+			job: newJob(suspended(true), withStatus(admittedStatus), kueueOverride), sync: synced(admitted, nil, updated),
+			wantDefer: true, wantEvents: []jobframework.Event{evUpdated},
+		},
+		"Kueue's runtime patch, not resumed yet": {
+			job: newJob(suspended(true), withStatus(admittedStatus), kueuePatch), sync: synced(admitted, nil, nil),
+			wantDefer: true,
+		},
+		"resumed by Kueue": {
+			job: newJob(withStatus(admittedStatus), kueueOverride), sync: synced(admitted, nil, updated),
+			wantEvents: []jobframework.Event{evUpdated, evResumed},
+		},
+		"the user's own override": {
+			job: newJob(suspended(true), withStatus(admittedStatus), userOverride), sync: synced(admitted, nil, updated),
+			wantEvents: []jobframework.Event{evUpdated},
+		},
+		"nothing changed": {
+			job: newJob(suspended(true), withStatus(admittedStatus), kueueOverride, func(j *trainer.TrainJob) {
+				j.Status.Conditions[0].ObservedGeneration = 2
+			}),
+			sync: synced(admitted, nil, nil),
+		},
+		"syncing failed": {
+			job: newJob(suspended(true), withStatus(admittedStatus), kueueOverride), sync: failed(errors.New("boom")),
+		},
+	}
+	a := newAdapter(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := a.Status(tc.job, admitted, tc.sync, tNow)
+			if out.DeferStatus != tc.wantDefer {
+				got := out.Job.(*trainer.TrainJob).Status
+				t.Errorf("DeferStatus = %v, want %v; status %s -> %s", out.DeferStatus, tc.wantDefer, tc.job.Status.Reason, got.Reason)
+			}
+			if tc.wantDefer && out.DeferFor != KueueWriteGrace {
+				t.Errorf("DeferFor = %v, want %v", out.DeferFor, KueueWriteGrace)
+			}
+			if diff := cmp.Diff(tc.wantEvents, sent(out), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("events sent now (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -33,9 +33,9 @@ type pass struct {
 	record []func()
 	// recheck: the build failed on a lookup, so look again after LookupRecheck.
 	recheck bool
-	// syncEvents is how many of the events say what syncing did; the others
-	// follow from the status change.
-	syncEvents int
+	// syncEvents and syncRecords are how many of the events and metrics say
+	// what syncing did; the others follow from the status change.
+	syncEvents, syncRecords int
 }
 
 // LookupRecheck is how soon a job whose build failed on a lookup of another
@@ -72,25 +72,31 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 	p.out.Job = updated
 	a.status(p, obs, sync)
 	p.out.CountsOnly = countsOnly(&job.Status, p.status)
-	if p.out.DeferStatus {
-		// Only what syncing did (the JobSet's creation) goes out now: events
-		// that follow from the status change (Suspended) come with the status,
-		// from the pass that writes it, or they would be sent twice.
-		p.out.Events = p.out.Events[:p.syncEvents]
+	if !p.out.DeferStatus && sync.Err == nil && !equality.Semantic.DeepEqual(&job.Status, p.status) && kueueStarting(job) {
+		// Kueue is between the two writes that start or stop the job: a
+		// status write now would make the second one conflict. The second
+		// write brings the next pass; the bound, one that finds Kueue stuck.
+		p.out.DeferStatus, p.out.DeferFor = true, KueueWriteGrace
 	}
-	if !p.out.DeferStatus {
-		oldPhase, newPhase := job.Status.Phase, p.status.Phase
-		if newPhase != oldPhase {
-			p.record = append(p.record, func() { metrics.Transitions.WithLabelValues(string(newPhase)).Inc() })
-		}
+	if oldPhase, newPhase := job.Status.Phase, p.status.Phase; newPhase != oldPhase {
+		p.record = append(p.record, func() { metrics.Transitions.WithLabelValues(string(newPhase)).Inc() })
 	}
-	record := p.record
-	p.out.Record = func() {
-		for _, f := range record {
+	// A deferred status tells only what syncing did (the JobSet's creation):
+	// events and metrics that follow from the status change (Suspended) come
+	// with the status, from the pass that writes it, or they would be sent
+	// twice.
+	p.out.SyncEvents = p.syncEvents
+	p.out.Record, p.out.SyncRecord = calls(p.record), calls(p.record[:p.syncRecords])
+	return p.out
+}
+
+// calls is one function that calls fs in order.
+func calls(fs []func()) func() {
+	return func() {
+		for _, f := range fs {
 			f()
 		}
 	}
-	return p.out
 }
 
 func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync) {
@@ -128,7 +134,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	// 3. What planning and syncing the JobSet did.
 	after := sync.After(obs)
 	p.synced(after.JobSet(job.Name), sync)
-	p.syncEvents = len(p.out.Events)
+	p.syncEvents, p.syncRecords = len(p.out.Events), len(p.record)
 
 	// 4. Suspension, and what the children report.
 	if changed, suspended := setSuspended(job, status, now); changed {

@@ -59,10 +59,10 @@ type Options struct {
 	// line per completed request) to AuditLogFile(), e.g. to count a component's
 	// requests by verb and resource.
 	AuditLog bool
-	// DisableQPSLimits lifts the client-side rate limits of kube-controller-manager
-	// and kube-scheduler (as kwokctl's option of the same name does), so that a
-	// scale test measures the API server and the controller under test rather
-	// than the Job controller's default 20 requests per second.
+	// DisableQPSLimits lifts the client-side rate limits of kube-controller-manager,
+	// kube-scheduler (as kwokctl's option of the same name does), Kueue and the gang
+	// schedulers, so that a scale test measures the API server and the controller
+	// under test rather than the Job controller's (or Kueue's) 20 requests per second.
 	DisableQPSLimits bool
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.

@@ -30,10 +30,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
@@ -98,7 +100,14 @@ func run(cfg config) error {
 		return err
 	}
 	logf("starting the local cluster: %d kwok nodes × 500 pods, audit log on", nodes)
+	// In --kueue-mode=jobset Kueue runs without its TrainJob integration, as
+	// docs/install.md says (it queues the JobSets Trainyard hands it).
+	var kueueFrameworks []string
+	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(gang.ModeJobSet)) {
+		kueueFrameworks = slices.DeleteFunc(slices.Clone(cluster.DefaultKueueFrameworks), func(f string) bool { return f == "trainer.kubeflow.org/trainjob" })
+	}
 	c, err := cluster.Up(ctx, cluster.Options{
+		KueueFrameworks:  kueueFrameworks,
 		StateDir:         cfg.stateDir,
 		CPUNodes:         nodes,
 		PodsPerNode:      500,

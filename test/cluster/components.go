@@ -207,7 +207,8 @@ func (c *Cluster) writeJobSetConfig() error {
 // needs no feature gate in v0.16.1; it only needs the TrainJob CRD (installed before
 // Kueue starts) and the JobSet API. The client's rate limit is the one Kueue's own
 // manifests ship (config/components/manager/controller_manager_config.yaml: 50 QPS,
-// burst 100), not the code's default (20, 30), and lifted with DisableQPSLimits: at
+// burst 100, and its workers per kind), not the code's default (20, 30), and lifted
+// with DisableQPSLimits: at
 // 20 QPS Kueue spent its whole budget under a burst of 1000 jobs (measured: 3 995
 // requests in 200 s), so both Kueue phases of make bench measured that limit rather
 // than the integrations.
@@ -215,6 +216,14 @@ func (c *Cluster) writeKueueConfig(frameworks []string) error {
 	qps, burst := 50, 100
 	if c.o.DisableQPSLimits {
 		qps, burst = 5000, 10000
+	}
+	// The workers per kind, as Kueue's manifests set them.
+	concurrency := map[string]interface{}{
+		"Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
+		"Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1,
+	}
+	if n := c.o.KueueConcurrency; n > 0 {
+		concurrency["TrainJob.trainer.kubeflow.org"], concurrency["JobSet.jobset.x-k8s.io"] = n, n
 	}
 	cfg := map[string]interface{}{
 		"apiVersion":                 "config.kueue.x-k8s.io/v1beta2",
@@ -228,6 +237,7 @@ func (c *Cluster) writeKueueConfig(frameworks []string) error {
 		"health":                     map[string]interface{}{"healthProbeBindAddress": loopback(c.ports.KueueHealth)},
 		"integrations":               map[string]interface{}{"frameworks": frameworks},
 		"clientConnection":           map[string]interface{}{"qps": qps, "burst": burst},
+		"controller":                 map[string]interface{}{"groupKindConcurrency": concurrency},
 	}
 	return writeJSON(filepath.Join(c.o.StateDir, "config", "kueue.yaml"), cfg)
 }

@@ -37,6 +37,10 @@ type Options struct {
 	ProcessNodeBinary string
 	// KueueFrameworks are Kueue's integrations.frameworks; nil means DefaultKueueFrameworks.
 	KueueFrameworks []string
+	// KueueConcurrency, when positive, is the number of workers of Kueue's TrainJob
+	// and JobSet integrations (controller.groupKindConcurrency; Kueue's manifests set
+	// none for them, so each has one).
+	KueueConcurrency int
 	// ManagerArgs are appended to the manager's command line.
 	ManagerArgs []string
 	// Runtimes are YAML files applied once the manager is ready; nil means

@@ -37,8 +37,8 @@ func running(mutate ...func(*Outcome)) func(client.Object, *observe.Observed, Sy
 		j := job.DeepCopyObject().(*trainer.TrainJob)
 		j.Status.Phase = trainer.TrainJobRunning
 		out := Outcome{
-			Job:    j,
-			Events: []Event{{Type: corev1.EventTypeNormal, Reason: "Running", Action: "Run", Message: "job is running"}, {Type: corev1.EventTypeWarning, Reason: "Slow", Action: "Run", Message: "50% done"}},
+			Job:        j,
+			Events:     []Event{{Type: corev1.EventTypeNormal, Reason: "Running", Action: "Run", Message: "job is running"}, {Type: corev1.EventTypeWarning, Reason: "Slow", Action: "Run", Message: "50% done"}},
 			Record:     func() { log.add("record") },
 			SyncRecord: func() { log.add("sync record") },
 		}

@@ -47,6 +47,7 @@ type config struct {
 	stateDir, out, docs string
 	rest, timeout       time.Duration
 	managerArgs         []string
+	kueueConcurrency    int
 	label               string
 	manager             string
 	goBench             string
@@ -67,6 +68,7 @@ func main() {
 	flag.DurationVar(&cfg.rest, "rest", time.Minute, "rest window after each phase in which writes are counted")
 	flag.DurationVar(&cfg.timeout, "timeout", 60*time.Minute, "give up after this long")
 	flag.StringVar(&managerArgs, "manager-args", "", "extra manager flags, space separated")
+	flag.IntVar(&cfg.kueueConcurrency, "kueue-concurrency", 0, "workers of Kueue's TrainJob and JobSet integrations (0: Kueue's default, one each)")
 	flag.StringVar(&cfg.manager, "manager", "", "manager binary (default bin/trainyard-manager), to compare two builds in one session; name it trainyard-manager (e.g. /tmp/before/trainyard-manager): the audit counts find the manager by its user agent, which is the binary's name")
 	flag.StringVar(&cfg.label, "label", "", "name of this run in the report (default: the git commit)")
 	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
@@ -108,6 +110,7 @@ func run(cfg config) error {
 	}
 	c, err := cluster.Up(ctx, cluster.Options{
 		KueueFrameworks:  kueueFrameworks,
+		KueueConcurrency: cfg.kueueConcurrency,
 		StateDir:         cfg.stateDir,
 		CPUNodes:         nodes,
 		PodsPerNode:      500,
@@ -133,7 +136,7 @@ func run(cfg config) error {
 	}
 	res := Result{
 		Label: cfg.label, Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, NodesPerJob: cfg.nodesPerJob,
-		Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, Machine: machine(),
+		Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, KueueConcurrency: cfg.kueueConcurrency, Machine: machine(),
 	}
 	if res.Label == "" {
 		res.Label = gitCommit(repo)

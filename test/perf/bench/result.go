@@ -21,7 +21,10 @@ type Result struct {
 	KwokNodes   int      `json:"kwokNodes"`
 	Suspended   bool     `json:"suspended,omitempty"` // TrainJobs submitted suspended: no pods ran
 	ManagerArgs []string `json:"managerArgs,omitempty"`
-	Phases      []Phase  `json:"phases"`
+	// KueueConcurrency is the workers of Kueue's TrainJob and JobSet
+	// integrations (0: Kueue's default, one).
+	KueueConcurrency int     `json:"kueueConcurrency,omitempty"`
+	Phases           []Phase `json:"phases"`
 	// RatioToLimit is Trainyard's JobSets/s over the raw phase's (1 = as fast
 	// as a plain client creating the JobSets itself).
 	RatioToLimit float64 `json:"ratioToLimit,omitempty"`
@@ -138,6 +141,9 @@ func (r *Result) Markdown() string {
 		r.Label, r.Date[:10], r.Machine, r.N, r.NodesPerJob, r.Workers, pace(r.PerSecond), r.KwokNodes)
 	if r.Suspended {
 		b.WriteString(" TrainJobs submitted **suspended** (JobSets created, no pods run; not waited for).")
+	}
+	if r.KueueConcurrency > 0 {
+		fmt.Fprintf(&b, " Kueue's TrainJob and JobSet integrations with %d workers each.", r.KueueConcurrency)
 	}
 	if len(r.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(r.ManagerArgs, " "))

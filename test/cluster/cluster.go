@@ -32,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 )
 
 // Component names: the log file of component X is Logs()/X.log.
@@ -72,7 +74,21 @@ const (
 var KwokToleration = corev1.Toleration{Key: KwokNodeKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 // DefaultKueueFrameworks are Kueue's integrations.frameworks unless Options say otherwise.
-var DefaultKueueFrameworks = []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}
+var DefaultKueueFrameworks = []string{"batch/job", "jobset.x-k8s.io/jobset", kueueTrainJobFramework}
+
+// kueueTrainJobFramework is Kueue's TrainJob integration.
+const kueueTrainJobFramework = "trainer.kubeflow.org/trainjob"
+
+// KueueFrameworksFor are Kueue's integrations for the manager's --kueue-mode:
+// the defaults, without the TrainJob integration in jobset mode (Kueue then
+// queues the JobSets Trainyard hands it; docs/install.md).
+func KueueFrameworksFor(mode gang.Mode) []string {
+	fw := slices.Clone(DefaultKueueFrameworks)
+	if mode == gang.ModeJobSet {
+		fw = slices.DeleteFunc(fw, func(f string) bool { return f == kueueTrainJobFramework })
+	}
+	return fw
+}
 
 // Cluster is a running local cluster.
 type Cluster struct {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 )
 
 const webhooksYAML = `
@@ -272,5 +274,21 @@ func TestComponentsDieWithTheirParent(t *testing.T) {
 				t.Errorf("DownStateDir left pid %d running", p.PID)
 			}
 		}
+	}
+}
+
+// TestKueueFrameworksFor: Kueue's TrainJob integration runs in trainjob mode
+// only, and the defaults are never changed through the result.
+func TestKueueFrameworksFor(t *testing.T) {
+	if got, want := KueueFrameworksFor(gang.ModeTrainJob), []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("trainjob mode: %v, want %v", got, want)
+	}
+	got := KueueFrameworksFor(gang.ModeJobSet)
+	if want := []string{"batch/job", "jobset.x-k8s.io/jobset"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("jobset mode: %v, want %v", got, want)
+	}
+	got[0] = "changed"
+	if DefaultKueueFrameworks[0] != "batch/job" {
+		t.Errorf("DefaultKueueFrameworks changed through the result: %v", DefaultKueueFrameworks)
 	}
 }

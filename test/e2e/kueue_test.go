@@ -25,8 +25,8 @@ var kueueModes = []struct {
 	frameworks []string
 	mode       gang.Mode
 }{
-	{"TrainJob integration enabled", []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}, gang.ModeTrainJob},
-	{"TrainJob integration disabled", []string{"batch/job", "jobset.x-k8s.io/jobset"}, gang.ModeJobSet},
+	{"TrainJob integration enabled", cluster.KueueFrameworksFor(gang.ModeTrainJob), gang.ModeTrainJob},
+	{"TrainJob integration disabled", cluster.KueueFrameworksFor(gang.ModeJobSet), gang.ModeJobSet},
 }
 
 // TestKueue runs the gang scenarios through the real Kueue, once per setup. The

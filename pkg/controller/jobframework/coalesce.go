@@ -26,6 +26,8 @@ import (
 // that holds it asks to be requeued when it is due, and that pass writes
 // whatever the status is then. The memory is lost with the process; a
 // restarted manager sees the change again and waits once more, no longer.
+// The same memory bounds a deferred status (Outcome.DeferFor, deferStatus):
+// a pass that defers it even though it acted still has a due time.
 type held struct {
 	mu  sync.Mutex
 	due map[types.NamespacedName]time.Time

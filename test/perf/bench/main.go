@@ -102,14 +102,12 @@ func run(cfg config) error {
 		return err
 	}
 	logf("starting the local cluster: %d kwok nodes × 500 pods, audit log on", nodes)
-	// In --kueue-mode=jobset Kueue runs without its TrainJob integration, as
-	// docs/install.md says (it queues the JobSets Trainyard hands it).
-	var kueueFrameworks []string
+	kueueMode := gang.ModeTrainJob
 	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(gang.ModeJobSet)) {
-		kueueFrameworks = slices.DeleteFunc(slices.Clone(cluster.DefaultKueueFrameworks), func(f string) bool { return f == "trainer.kubeflow.org/trainjob" })
+		kueueMode = gang.ModeJobSet
 	}
 	c, err := cluster.Up(ctx, cluster.Options{
-		KueueFrameworks:  kueueFrameworks,
+		KueueFrameworks:  cluster.KueueFrameworksFor(kueueMode),
 		KueueConcurrency: cfg.kueueConcurrency,
 		StateDir:         cfg.stateDir,
 		CPUNodes:         nodes,

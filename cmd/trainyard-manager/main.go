@@ -60,6 +60,7 @@ func run() error {
 		wh          = webhookOptions{}
 		status      = statusOptions{}
 		leader      = leaderOptions{}
+		memory      = memoryOptions{}
 	)
 	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
 	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
@@ -72,11 +73,19 @@ func run() error {
 	flag.StringVar(&wh.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of tls.crt and tls.key for the webhook server")
 	status.bindFlags(flag.CommandLine)
 	leader.bindFlags(flag.CommandLine)
+	memory.bindFlags(flag.CommandLine)
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")
+	soft, err := memory.apply()
+	if err != nil {
+		return err
+	}
+	if soft > 0 {
+		log.Info("Go heap soft limit", "bytes", soft, "memoryLimit", memory.limit)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

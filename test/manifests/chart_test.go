@@ -701,13 +701,14 @@ func TestChartNonDefaultValues(t *testing.T) {
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
-		"--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
+		"--memory-limit=$(MEMORY_LIMIT)", "--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("manager args (-want +got):\n%s", diff)
 	}
 	checkManagerFlags(t, c)
+	checkMemoryLimitEnv(t, c)
 	wantRes := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},

@@ -238,6 +238,7 @@ func TestManagerDeployment(t *testing.T) {
 		"--leader-election-namespace=$(POD_NAMESPACE)",
 		"--metrics-bind-address=:8443",
 		"--health-probe-bind-address=:8081",
+		"--memory-limit=$(MEMORY_LIMIT)",
 	} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("container %s: args %q lack %q", c.Name, c.Args, want)
@@ -262,6 +263,7 @@ func TestManagerDeployment(t *testing.T) {
 	if !envOK {
 		t.Errorf("container %s: POD_NAMESPACE must come from the downward API (fieldRef metadata.namespace)", c.Name)
 	}
+	checkMemoryLimitEnv(t, c)
 
 	// Ports and probes, consistent with the bind addresses.
 	for _, name := range []string{"metrics-bind-address", "health-probe-bind-address"} {
@@ -412,5 +414,18 @@ func TestManagerWebhookServer(t *testing.T) {
 	// no empty tls.crt shows up in the volume before the real one.
 	if secret.Type != corev1.SecretTypeOpaque || len(secret.Data) > 0 || len(secret.StringData) > 0 {
 		t.Errorf("%s: type %q with %d data keys; want an Opaque Secret without data", d, secret.Type, len(secret.Data)+len(secret.StringData))
+	}
+}
+
+// checkMemoryLimitEnv: --memory-limit=$(MEMORY_LIMIT) gets the container's own
+// memory limit from the downward API, so that the Go heap's soft limit follows
+// whatever limit an overlay or values file sets.
+func checkMemoryLimitEnv(t *testing.T, c corev1.Container) {
+	t.Helper()
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "MEMORY_LIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.ContainerName == c.Name
+	}) {
+		t.Errorf("container %s: MEMORY_LIMIT must come from the downward API (resourceFieldRef limits.memory of the container itself)", c.Name)
 	}
 }

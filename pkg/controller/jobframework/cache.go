@@ -1,12 +1,11 @@
 package jobframework
 
 import (
-	"sync"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -22,16 +21,17 @@ import (
 // managed fields are dropped from everything. JobSets are all cached (those
 // written by earlier versions carry no managed-by label), without their pod
 // templates (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs) are cached
-// whole, managed fields aside.
+// whole, managed fields aside. What is kept shares its strings with the
+// other cached objects (internStrings).
 func CacheOptions(owned []client.Object) cache.Options {
 	hasJobSet, _ := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
 	managed := labels.SelectorFromSet(labels.Set{childsync.ManagedByLabel: childsync.ManagedBy})
 	opts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: sharingStrings(cache.TransformStripManagedFields()),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {
 				Label:     labels.NewSelector().Add(*hasJobSet),
-				Transform: stripPod,
+				Transform: sharingStrings(stripPod),
 			},
 			&jobsetv1alpha2.JobSet{}: {Transform: StripJobSet},
 		},
@@ -40,14 +40,26 @@ func CacheOptions(owned []client.Object) cache.Options {
 		if _, isJobSet := o.(*jobsetv1alpha2.JobSet); isJobSet {
 			continue
 		}
-		transform := cache.TransformStripManagedFields()
+		transform := sharingStrings(cache.TransformStripManagedFields())
 		switch o.(type) {
 		case *corev1.ConfigMap, *corev1.Secret:
-			transform = stripData
+			transform = sharingStrings(stripData)
 		}
 		opts.ByObject[o] = cache.ByObject{Label: managed, Transform: transform}
 	}
 	return opts
+}
+
+// sharingStrings is transform followed by internStrings.
+func sharingStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		out, err := transform(obj)
+		if err != nil {
+			return nil, err
+		}
+		internStrings(out)
+		return out, nil
+	}
 }
 
 // stripPod keeps a pod's identity, labels and status; the spec is not needed.
@@ -75,7 +87,7 @@ func stripPod(obj any) (any, error) {
 
 // StripJobSet (the cache transform of JobSets) keeps of a JobSet what the
 // manager reads from its cache: its identity, labels and annotations (the
-// runtime snapshot, interned: every job of a runtime carries the same one;
+// runtime snapshot, shared: every job of a runtime carries the same one;
 // the render hashes), the suspend flag, each replicated job's name, replicas,
 // labels and Job counts, and the status. The pod templates, most of a JobSet's
 // bytes, are never read back: a suspended JobSet is re-rendered from its runtime snapshot and
@@ -91,43 +103,8 @@ func StripJobSet(obj any) (any, error) {
 	for k := range js.Spec.ReplicatedJobs {
 		js.Spec.ReplicatedJobs[k].Template.Spec.Template = corev1.PodTemplateSpec{}
 	}
-	for k, v := range js.Annotations {
-		js.Annotations[k] = shared.intern(v)
-	}
+	internStrings(js)
 	return js, nil
-}
-
-// shared keeps one copy of the long annotation values many cached JobSets
-// carry alike: the runtime snapshot is the same for every job of a runtime.
-var shared = &interner{}
-
-// interner returns one copy of each long string it has seen. It holds at
-// most internMax strings, and forgets them all when full, so that strings
-// no cached object shares any more (an old runtime's snapshot) do not stay.
-type interner struct {
-	mu      sync.Mutex
-	strings map[string]string
-}
-
-const (
-	internMin = 256 // shorter values are not worth a lookup
-	internMax = 256
-)
-
-func (in *interner) intern(s string) string {
-	if len(s) < internMin {
-		return s
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.strings[s]; ok {
-		return c
-	}
-	if len(in.strings) >= internMax || in.strings == nil {
-		in.strings = map[string]string{}
-	}
-	in.strings[s] = s
-	return s
 }
 
 // stripData drops the data of a ConfigMap or Secret Trainyard made (a job's

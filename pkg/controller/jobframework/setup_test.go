@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -438,41 +437,5 @@ func TestStripData(t *testing.T) {
 				t.Errorf("stripData (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestStripJobSetInterns: JobSets of one runtime share one copy of the
-// runtime snapshot in the cache.
-func TestStripJobSetInterns(t *testing.T) {
-	snapshot := strings.Repeat("s", internMin)
-	var got []string
-	for range 2 {
-		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-			"trainyard.io/runtime-snapshot": strings.Clone(snapshot), "short": strings.Clone("h")}}}
-		if _, err := StripJobSet(js); err != nil {
-			t.Fatal(err)
-		}
-		if js.Annotations["trainyard.io/runtime-snapshot"] != snapshot || js.Annotations["short"] != "h" {
-			t.Fatalf("annotations changed: %v", js.Annotations)
-		}
-		got = append(got, js.Annotations["trainyard.io/runtime-snapshot"])
-	}
-	if unsafe.StringData(got[0]) != unsafe.StringData(got[1]) {
-		t.Error("two JobSets with the same snapshot hold two copies")
-	}
-}
-
-func TestInternerForgetsWhenFull(t *testing.T) {
-	in := &interner{}
-	first := in.intern(strings.Repeat("a", internMin))
-	for k := range internMax {
-		in.intern(fmt.Sprintf("%0*d", internMin, k))
-	}
-	if len(in.strings) > internMax {
-		t.Errorf("interner holds %d strings, want at most %d", len(in.strings), internMax)
-	}
-	again := in.intern(strings.Clone(first))
-	if unsafe.StringData(again) == unsafe.StringData(first) {
-		t.Error("the interner kept a string past its capacity")
 	}
 }

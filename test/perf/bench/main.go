@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&cfg.nodesPerJob, "nodes", 2, "numNodes of each TrainJob")
 	flag.IntVar(&cfg.load.Workers, "workers", 16, "parallel clients submitting the burst")
 	flag.Float64Var(&cfg.load.PerSecond, "rate", 0, "jobs per second the clients submit in all (0: as fast as the API server answers): a paced load below saturation measures the latency of the path, not of the queue behind an unpaced burst")
-	flag.StringVar(&phases, "phases", "raw,pair,trainyard,paced,kueue-jobset,kueue", "phases to run, in order: raw, pair, trainyard, paced (TrainJobs submitted at -rate, default 0.6 × the pair phase's rate), kueue-jobset (plain JobSets through Kueue: the Kueue path's anchor), kueue (TrainJobs through Kueue, in the manager's --kueue-mode)")
+	flag.StringVar(&phases, "phases", "raw,pair,trainyard,paced,kueue-jobset,kueue", "phases to run, in order (default with -suspend: "+suspendedPhases+"): raw, pair, trainyard, paced (TrainJobs submitted at -rate, default 0.6 × the pair phase's rate), kueue-jobset (plain JobSets through Kueue: the Kueue path's anchor), kueue (TrainJobs through Kueue, in the manager's --kueue-mode)")
 	flag.StringVar(&cfg.stateDir, "state-dir", "bin/perf/cluster", "state directory of the local cluster")
 	flag.StringVar(&cfg.out, "out", "bin/perf", "directory for result.json and result.md")
 	flag.StringVar(&cfg.docs, "docs", "", "regenerate the generated section of this Markdown file (docs/performance.md)")
@@ -74,12 +74,27 @@ func main() {
 	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
 	flag.StringVar(&cfg.goBench, "go-bench", "", "output of go test -bench to include in the report")
 	flag.Parse()
+	if cfg.suspend && !flagSet("phases") {
+		// Suspended jobs are the scale points (10k, 50k): the pair limit and
+		// Trainyard's rate, not the phases that need the jobs to run.
+		phases = suspendedPhases
+	}
 	cfg.phases = strings.Split(phases, ",")
 	cfg.managerArgs = strings.Fields(managerArgs)
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// suspendedPhases are the phases of a -suspend run unless -phases says.
+const suspendedPhases = "pair,trainyard"
+
+// flagSet tells whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func run(cfg config) error {

@@ -48,6 +48,15 @@ func (b *bench) snapshot() snapshot {
 	return s
 }
 
+// managerRSS is the manager's resident set now (0 if it cannot be read).
+func (b *bench) managerRSS() int64 {
+	st, err := harness.ReadProc(b.managerPID)
+	if err != nil {
+		return 0
+	}
+	return st.RSSBytes
+}
+
 // rssSampler records the manager's largest resident set while it runs.
 func (b *bench) rssSampler() (stop func() int64) {
 	var mu sync.Mutex
@@ -100,6 +109,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 		return nil, err
 	}
 	before := b.snapshot()
+	startRSS := b.managerRSS()
 	stopRSS := b.rssSampler()
 
 	logf("phase %s: submitting %d jobs with %d clients", phase, len(names), b.cfg.load.Workers)
@@ -200,6 +210,10 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	}
 	after := b.snapshot()
 	ph.ManagerPeakRSSMiB = mib(stopRSS())
+	if restRSS := b.managerRSS(); restRSS > 0 && startRSS > 0 {
+		ph.ManagerRestRSSMiB = mib(restRSS)
+		ph.ManagerKiBPerJob = round2(float64(restRSS-startRSS) / 1024 / float64(len(names)))
+	}
 
 	ph.CPUSeconds = map[string]float64{}
 	for k, v := range after.cpu {

@@ -45,9 +45,7 @@ func (b *bench) pair(ctx context.Context, tmpl *jobsetv1alpha2.JobSet) (*Phase, 
 		return nil, err
 	}
 	ph.OwnerRetries = int(b.ownerRetries.Load())
-	if err := b.deleteNamespace(ctx, ns); err != nil {
-		logf("pair phase cleanup: %v", err)
-	}
+	b.cleanup(ctx, "pair", ns)
 	return ph, nil
 }
 

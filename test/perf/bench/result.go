@@ -89,6 +89,8 @@ type Phase struct {
 
 	ManagerCPUSeconds float64            `json:"managerCPUSeconds"` // first create → active window end
 	ManagerPeakRSSMiB float64            `json:"managerPeakRSSMiB"` // largest RSS sampled in the phase
+	ManagerRestRSSMiB float64            `json:"managerRestRSSMiB"` // RSS at the end of the rest window, every job's objects cached
+	ManagerKiBPerJob  float64            `json:"managerKiBPerJob"`  // (rest RSS − RSS before the first create) / jobs
 	CPUSeconds        map[string]float64 `json:"cpuSeconds"`        // every component, whole phase
 
 	// Samples are the per-job numbers behind the percentiles, for the plots;
@@ -185,16 +187,16 @@ func (r *Result) Markdown() string {
 	if p := r.phase("pair"); p != nil {
 		fmt.Fprintf(&b, "\nIn the pair phase, %d JobSet creates were retried because JobSet's webhook had not seen the owning TrainJob yet (50 ms apart).\n", p.OwnerRetries)
 	}
-	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB | manager watches ended / relists | watches closed by the API server |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| phase | manager writes/job to its JobSet | writes/job in all | conflicts (409) | reconciles (errors) | writes/min at rest (manager, leases apart) | lease writes/min | other clients' writes/min at rest | manager CPU s | manager peak RSS MiB | manager RSS at rest MiB (KiB per job) | manager watches ended / relists | watches closed by the API server |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
 		if clientOnly(p.Name) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f | %d / %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %d | %d (%d) | %.2f | %.1f | %.1f | %.1f | %.0f | %.0f (%.1f) | %d / %d | %d |\n",
 			p.Name, p.ManagerWritesPerJobToJobSet, p.ManagerWritesPerJob, p.Conflicts, p.Reconciles, p.ReconcileErrors,
 			p.RestManagerWritesPerMin, p.RestManagerLeaseWritesPerMin, p.RestOtherWritesPerMin, p.ManagerCPUSeconds, p.ManagerPeakRSSMiB,
-			p.ManagerWatches, p.ManagerLists, p.TerminatedWatchers)
+			p.ManagerRestRSSMiB, p.ManagerKiBPerJob, p.ManagerWatches, p.ManagerLists, p.TerminatedWatchers)
 	}
 	for _, p := range r.Phases {
 		if len(p.ManagerRequestsPerJob) == 0 {

@@ -176,10 +176,20 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object
 	if updated == nil || statusEqual(old, updated) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(old), client.FieldOwner(FieldOwner)); err != nil {
+	log := ctrl.LoggerFrom(ctx)
+	patch := client.MergeFrom(old)
+	var data []byte
+	if log.V(3).Enabled() { // what changed, to read a job's status writes back from the log
+		data, _ = patch.Data(updated)
+	}
+	if err := r.client.Status().Patch(ctx, updated, patch, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.adapter.Kind(), old.GetName(), err)
 	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Status updated")
+	if data != nil {
+		log.V(3).Info("Status updated", "patch", string(data))
+	} else {
+		log.V(2).Info("Status updated")
+	}
 	return nil
 }
 

@@ -20,6 +20,17 @@ import (
 // holds: enough that the heap's fixed part is noise next to them.
 const footprintCopies = 2000
 
+// footprintKinds are the cached objects a suspended TrainJob leaves, each
+// with a real one in testdata/footprint/<name>.json.
+var footprintKinds = []struct {
+	name string
+	new  func() client.Object
+}{
+	{"TrainJob", func() client.Object { return &trainer.TrainJob{} }},
+	{"JobSet", func() client.Object { return &jobsetv1alpha2.JobSet{} }},
+	{"ConfigMap", func() client.Object { return &corev1.ConfigMap{} }},
+}
+
 // BenchmarkCacheFootprint reports the bytes the manager's cache holds per
 // object of each kind a suspended TrainJob leaves (testdata/footprint: real
 // objects read back from a 10k bench run with kubectl get -o json): the Go
@@ -31,14 +42,7 @@ const footprintCopies = 2000
 // not the time.
 func BenchmarkCacheFootprint(b *testing.B) {
 	opts := CacheOptions([]client.Object{&corev1.ConfigMap{}, &jobsetv1alpha2.JobSet{}})
-	for _, tc := range []struct {
-		name string
-		new  func() client.Object
-	}{
-		{"TrainJob", func() client.Object { return &trainer.TrainJob{} }},
-		{"JobSet", func() client.Object { return &jobsetv1alpha2.JobSet{} }},
-		{"ConfigMap", func() client.Object { return &corev1.ConfigMap{} }},
-	} {
+	for _, tc := range footprintKinds {
 		b.Run(tc.name, func(b *testing.B) {
 			data, err := os.ReadFile(filepath.Join("testdata", "footprint", tc.name+".json"))
 			if err != nil {
@@ -90,14 +94,7 @@ func BenchmarkCacheFootprint(b *testing.B) {
 // object's watch event (the decoding is not counted). The JobSet keeps its
 // pod template here, which the cache strips first: an upper bound.
 func BenchmarkInternStrings(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		new  func() client.Object
-	}{
-		{"TrainJob", func() client.Object { return &trainer.TrainJob{} }},
-		{"JobSet", func() client.Object { return &jobsetv1alpha2.JobSet{} }},
-		{"ConfigMap", func() client.Object { return &corev1.ConfigMap{} }},
-	} {
+	for _, tc := range footprintKinds {
 		b.Run(tc.name, func(b *testing.B) {
 			data, err := os.ReadFile(filepath.Join("testdata", "footprint", tc.name+".json"))
 			if err != nil {

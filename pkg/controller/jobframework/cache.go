@@ -33,7 +33,7 @@ func CacheOptions(owned []client.Object) cache.Options {
 				Label:     labels.NewSelector().Add(*hasJobSet),
 				Transform: sharingStrings(stripPod),
 			},
-			&jobsetv1alpha2.JobSet{}: {Transform: StripJobSet},
+			&jobsetv1alpha2.JobSet{}: {Transform: sharingStrings(StripJobSet)},
 		},
 	}
 	for _, o := range owned {
@@ -87,8 +87,8 @@ func stripPod(obj any) (any, error) {
 
 // StripJobSet (the cache transform of JobSets) keeps of a JobSet what the
 // manager reads from its cache: its identity, labels and annotations (the
-// runtime snapshot, shared: every job of a runtime carries the same one;
-// the render hashes), the suspend flag, each replicated job's name, replicas,
+// runtime snapshot, which sharingStrings shares: every job of a runtime
+// carries the same one; the render hashes), the suspend flag, each replicated job's name, replicas,
 // labels and Job counts, and the status. The pod templates, most of a JobSet's
 // bytes, are never read back: a suspended JobSet is re-rendered from its runtime snapshot and
 // compared by hash, and a running one is never re-rendered. Nothing writes a
@@ -103,7 +103,6 @@ func StripJobSet(obj any) (any, error) {
 	for k := range js.Spec.ReplicatedJobs {
 		js.Spec.ReplicatedJobs[k].Template.Spec.Template = corev1.PodTemplateSpec{}
 	}
-	internStrings(js)
 	return js, nil
 }
 

@@ -26,10 +26,13 @@ func internStrings(obj any) {
 }
 
 var (
-	uidType      = reflect.TypeFor[types.UID]()
-	bytesType    = reflect.TypeFor[[]byte]()
-	unsharedName = map[string]bool{"ResourceVersion": true}
+	uidType   = reflect.TypeFor[types.UID]()
+	bytesType = reflect.TypeFor[[]byte]()
 )
+
+// unsharedField names the string field unique to each object that is not
+// typed as a UID.
+const unsharedField = "ResourceVersion"
 
 // internValue interns the strings reachable from v in place; v must be
 // settable, or a pointer.
@@ -42,7 +45,7 @@ func internValue(v reflect.Value) {
 	case reflect.Struct:
 		t := v.Type()
 		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() && !unsharedName[t.Field(i).Name] {
+			if f := v.Field(i); f.CanSet() && t.Field(i).Name != unsharedField {
 				internValue(f)
 			}
 		}

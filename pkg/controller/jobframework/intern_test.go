@@ -42,15 +42,8 @@ func TestCacheTransformsShareStrings(t *testing.T) {
 		"JobSet": {
 			file: "JobSet", new: func() client.Object { return &jobsetv1alpha2.JobSet{} },
 			transform: transformFor(t, opts, &jobsetv1alpha2.JobSet{}),
-			plain: func(o any) (any, error) {
-				js := o.(*jobsetv1alpha2.JobSet)
-				js.ManagedFields = nil
-				for k := range js.Spec.ReplicatedJobs {
-					js.Spec.ReplicatedJobs[k].Template.Spec.Template = corev1.PodTemplateSpec{}
-				}
-				return js, nil
-			},
-			shared: func(o client.Object) string { return o.GetAnnotations()["trainyard.io/runtime-snapshot"] },
+			plain:     StripJobSet,
+			shared:    func(o client.Object) string { return o.GetAnnotations()["trainyard.io/runtime-snapshot"] },
 		},
 		"ConfigMap": {
 			file: "ConfigMap", new: func() client.Object { return &corev1.ConfigMap{} },

@@ -69,11 +69,10 @@ func (b *bench) rssSampler() (stop func() int64) {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if st, err := harness.ReadProc(b.managerPID); err == nil {
-				mu.Lock()
-				peak = max(peak, st.RSSBytes)
-				mu.Unlock()
-			}
+			rss := b.managerRSS()
+			mu.Lock()
+			peak = max(peak, rss)
+			mu.Unlock()
 			select {
 			case <-done:
 				return

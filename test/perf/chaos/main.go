@@ -6,7 +6,7 @@
 // would check afterwards:
 //
 //   - every TrainJob has exactly one JobSet (the same one all along) that it owns;
-//   - every TrainJob is Complete;
+//   - every TrainJob is Complete (with -suspend: shows its Suspended condition);
 //   - every job that had pods on the lost node shows the restart (status.restarts);
 //   - no TrainJob's status went backwards (phase order Pending → Running →
 //     Complete, except back to Pending after a restart; a condition once True
@@ -46,6 +46,7 @@ const ns = "chaos"
 
 type report struct {
 	N              int        `json:"n"`
+	Suspended      bool       `json:"suspended,omitempty"`
 	ManagerArgs    []string   `json:"managerArgs,omitempty"`
 	Kills          []kill     `json:"kills"`
 	APIRestartAt   float64    `json:"apiServerRestartAt"`
@@ -57,7 +58,7 @@ type report struct {
 	Restarted     []string  `json:"restarted,omitempty"`
 	RestartEvents int       `json:"restartEvents"`
 	AllFinished   float64   `json:"allFinishedSeconds"`
-	Complete      int       `json:"complete"`
+	Complete      int       `json:"complete"` // with -suspend: jobs showing Suspended
 	JobSets       int       `json:"jobSets"`
 	Events        int       `json:"events"`
 	Violations    []string  `json:"violations"`
@@ -87,9 +88,13 @@ func main() {
 		out     = flag.String("out", "bin/perf/chaos.json", "report file")
 		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
 		mgrArgs = flag.String("manager-args", "", "extra manager flags, space separated (e.g. shorter --leader-election-lease-duration)")
+		suspend = flag.Bool("suspend", false, "submit the TrainJobs suspended: their JobSets are created (suspended) and their status written, but no pod runs and no node is lost; a job is done once it shows its Suspended condition. The scale point beyond what kwok and JobSet's one worker run on 2 cores (a 10k run of running jobs takes hours there)")
 	)
 	flag.Parse()
-	rep, err := run(*n, *kills, *etcd, *nodes, *window, *seed, *dir, *timeout, strings.Fields(*mgrArgs))
+	if *suspend {
+		*nodes = 0 // no pod runs: there is nothing on a node to lose
+	}
+	rep, err := run(*n, *kills, *etcd, *nodes, *window, *seed, *dir, *timeout, strings.Fields(*mgrArgs), *suspend)
 	if rep != nil {
 		if b, jerr := json.MarshalIndent(rep, "", "  "); jerr == nil {
 			_ = os.MkdirAll(filepath.Dir(*out), 0o755)
@@ -104,11 +109,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaos: FAILED, %d violations (seed %d):\n  %s\n", len(rep.Violations), *seed, strings.Join(rep.Violations, "\n  "))
 		os.Exit(1)
 	}
-	fmt.Printf("chaos: OK (seed %d): %d TrainJobs, %d leader kills, API server restarted once, etcd %d times, %d nodes lost (%d jobs restarted, %d Restarted events); every job Complete with exactly one JobSet, no status backwards, %d events\n",
-		*seed, rep.N, len(rep.Kills), len(rep.EtcdRestarts), len(rep.NodeLosses), len(rep.Restarted), rep.RestartEvents, rep.Events)
+	end := "Complete"
+	if rep.Suspended {
+		end = "Suspended"
+	}
+	fmt.Printf("chaos: OK (seed %d): %d TrainJobs, %d leader kills, API server restarted once, etcd %d times, %d nodes lost (%d jobs restarted, %d Restarted events); every job %s with exactly one JobSet, no status backwards, %d events\n",
+		*seed, rep.N, len(rep.Kills), len(rep.EtcdRestarts), len(rep.NodeLosses), len(rep.Restarted), rep.RestartEvents, end, rep.Events)
 }
 
-func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint64, dir string, timeout time.Duration, managerArgs []string) (*report, error) {
+func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint64, dir string, timeout time.Duration, managerArgs []string, suspend bool) (*report, error) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
@@ -173,13 +182,16 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 		faults = append(faults, fault{at: window/2 + time.Duration(rng.Int64N(int64(window/2))), kind: faultNode})
 	}
 	slices.SortFunc(faults, func(a, b fault) int { return int(a.at - b.at) })
-	rep := &report{N: n, ManagerArgs: managerArgs, Started: time.Now()}
+	rep := &report{N: n, ManagerArgs: managerArgs, Started: time.Now(), Suspended: suspend}
 
 	names := harness.Names("job", n)
 	objs := make([]client.Object, n)
 	for i, name := range names {
 		tj := harness.TrainJob(ns, name, 2, "")
 		tj.Spec.RuntimeRef.Name, tj.Spec.RuntimeRef.Kind = restartRuntime, ptr.To(trainer.TrainingRuntimeKind)
+		if suspend {
+			tj.Spec.Suspend = ptr.To(true)
+		}
 		objs[i] = tj
 	}
 	start := time.Now()
@@ -224,14 +236,30 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 	}
 
 	logf("faults done; waiting for every TrainJob to finish")
-	wctx, cancelW := context.WithTimeout(ctx, 25*time.Minute)
-	done := trainjobs.WaitFor(wctx, names, harness.IsFinished)
+	// Wait as long as the run's -timeout allows, less a minute for the checks:
+	// at 10 000 jobs the pods alone take most of an hour to run.
+	deadline, _ := ctx.Deadline()
+	wctx, cancelW := context.WithDeadline(ctx, deadline.Add(-time.Minute))
+	end := harness.IsFinished
+	if suspend {
+		end = rep.done
+	}
+	done := trainjobs.WaitFor(wctx, names, end)
 	cancelW()
 	rep.AllFinished = time.Since(start).Seconds()
 	logf("%d/%d TrainJobs finished after %.0fs", done, n, rep.AllFinished)
 	time.Sleep(5 * time.Second) // late status writes and events, which must not regress anything
 	check(ctx, cli, rep, names, trainjobs, jobsets)
 	return rep, nil
+}
+
+// done says a job has reached the end the run waits for: Complete, or with
+// -suspend its Suspended condition (suspended jobs never run).
+func (r *report) done(s *harness.Seen) bool {
+	if r.Suspended {
+		return slices.Contains(s.Conditions, "Suspended")
+	}
+	return s.Final == "Complete"
 }
 
 func (r *report) addSelfExit(at float64) {
@@ -330,9 +358,12 @@ func check(ctx context.Context, cli client.Client, rep *report, names []string, 
 			violate("%s: never seen", name)
 			continue
 		}
-		if tj.Final == "Complete" {
+		switch {
+		case rep.done(&tj):
 			rep.Complete++
-		} else {
+		case rep.Suspended:
+			violate("%s: not Suspended (phases %v, conditions %v)", name, tj.Phases, tj.Conditions)
+		default:
 			violate("%s: not Complete (phases %v, conditions %v)", name, tj.Phases, tj.Conditions)
 		}
 		for i := 1; i < len(tj.Phases) && restarts[name] == 0 && !lost[name]; i++ {

@@ -120,10 +120,10 @@ BENCH_ARGS ?=
 CHAOS_ARGS ?=
 
 .PHONY: bench
-bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local cluster: rate vs a plain client, latency, requests per job, writes at rest, CPU/RSS; writes bin/perf/result.{json,md}, docs/performance.md and its plots in docs/perf/. Not part of make test.
+bench: cluster-tools ## Burst BENCH_N TrainJobs (default 1000) at the local cluster: rate vs a plain client, latency, requests per job, writes at rest, CPU/RSS; writes bin/perf/result.{json,md}, CPU profiles of each burst, docs/performance.md and its plots in docs/perf/. Not part of make test.
 	go test -run '^$$' -bench . -benchmem ./pkg/controller/... | tee $(BIN)/perf-go-bench.txt
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-bench ./test/perf/bench
-	$(BIN)/trainyard-bench -n $(BENCH_N) -docs docs/performance.md -go-bench $(BIN)/perf-go-bench.txt $(BENCH_ARGS)
+	$(BIN)/trainyard-bench -n $(BENCH_N) -docs docs/performance.md -go-bench $(BIN)/perf-go-bench.txt -profile 20s $(BENCH_ARGS)
 	@# The pictures (gonum/plot, in a tool module of its own): latency CDF and JobSets over time per phase.
 	cd test/tools/benchplot && go run . -samples $(BIN)/perf/samples.json -out $(CURDIR)/docs/perf
 
@@ -132,7 +132,7 @@ benchstat: ## Build benchstat from its Go module (test/tools/benchstat) into bin
 	cd test/tools/benchstat && go build -o $(BIN)/benchstat golang.org/x/perf/cmd/benchstat
 
 .PHONY: chaos
-chaos: cluster-tools ## 1000 TrainJobs, 2 manager replicas; SIGKILL the leader 5 times and restart the API server once; fail unless every job has one JobSet and completes, with no status going backwards.
+chaos: cluster-tools ## 1000 TrainJobs (CHAOS_ARGS="-n 10000 -suspend ..." for the 10k point), 2 manager replicas; SIGKILL the leader 5 times, restart the API server and etcd once, delete a kwok node with running pods; fail unless every job has one JobSet and completes, with no status going backwards.
 	CGO_ENABLED=0 go build -o $(BIN)/trainyard-chaos ./test/perf/chaos
 	$(BIN)/trainyard-chaos $(CHAOS_ARGS)
 

@@ -46,7 +46,7 @@ func (c *Cluster) apiserverArgs() []string {
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(c.o.StateDir, "certs", "apiserver"),
-		"--profiling=false",
+		fmt.Sprintf("--profiling=%t", c.o.Profiling),
 		// kubectl logs/-f reach the process nodes' kubelet API at their InternalIP
 		// (127.0.0.1) with this client certificate, and check their serving
 		// certificate against the cluster CA.

@@ -68,6 +68,9 @@ type Options struct {
 	// schedulers, so that a scale test measures the API server and the controller
 	// under test rather than the Job controller's (or Kueue's) 20 requests per second.
 	DisableQPSLimits bool
+	// Profiling serves the API server's /debug/pprof (its --profiling; off by
+	// default here), e.g. to CPU-profile it under a benchmark's burst.
+	Profiling bool
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.
 	ManagerReplicas int

@@ -52,6 +52,7 @@ type config struct {
 	manager             string
 	goBench             string
 	suspend             bool
+	profile             time.Duration
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&cfg.manager, "manager", "", "manager binary (default bin/trainyard-manager), to compare two builds in one session; name it trainyard-manager (e.g. /tmp/before/trainyard-manager): the audit counts find the manager by its user agent, which is the binary's name")
 	flag.StringVar(&cfg.label, "label", "", "name of this run in the report (default: the git commit)")
 	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
+	flag.DurationVar(&cfg.profile, "profile", 0, "CPU-profile the API server and the manager for this long from the start of each phase's burst, into -out (profile-PHASE-{apiserver,manager}.pprof, and the top functions in .pprof.txt); 0: off")
 	flag.StringVar(&cfg.goBench, "go-bench", "", "output of go test -bench to include in the report")
 	flag.Parse()
 	if cfg.suspend && !flagSet("phases") {
@@ -121,6 +123,13 @@ func run(cfg config) error {
 	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(gang.ModeJobSet)) {
 		kueueMode = gang.ModeJobSet
 	}
+	var pprofAddr string
+	if cfg.profile > 0 {
+		if pprofAddr, err = freeLocalAddr(); err != nil {
+			return err
+		}
+		cfg.managerArgs = append(cfg.managerArgs, "--pprof-bind-address="+pprofAddr)
+	}
 	c, err := cluster.Up(ctx, cluster.Options{
 		KueueFrameworks:  cluster.KueueFrameworksFor(kueueMode),
 		KueueConcurrency: cfg.kueueConcurrency,
@@ -129,6 +138,7 @@ func run(cfg config) error {
 		PodsPerNode:      500,
 		UntaintedNodes:   true,
 		AuditLog:         true,
+		Profiling:        cfg.profile > 0,
 		DisableQPSLimits: true,
 		Runtimes:         []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
 		ManagerArgs:      cfg.managerArgs,
@@ -146,6 +156,11 @@ func run(cfg config) error {
 	b, err := newBench(ctx, c, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.profile > 0 {
+		if b.prof, err = newProfiler(cfg.profile, cfg.out, c.RESTConfig(), pprofAddr); err != nil {
+			return err
+		}
 	}
 	res := Result{
 		Label: cfg.label, Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, NodesPerJob: cfg.nodesPerJob,

@@ -112,6 +112,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	stopRSS := b.rssSampler()
 
 	logf("phase %s: submitting %d jobs with %d clients", phase, len(names), b.cfg.load.Workers)
+	profiles := b.prof.start(ctx, phase)
 	start := time.Now()
 	issued, took, err := submit(ctx)
 	if err != nil {
@@ -146,6 +147,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	sort.Float64s(ph.Samples.LatencyMillis)
 	sort.Float64s(ph.Samples.JobSetSeenSeconds)
 	ph.JobSetsPerSecond = float64(len(names)) / ph.AllJobSetsSeconds
+	ph.Profiles = profiles()
 	ph.LatencyMillis = percentiles(created)
 	logf("phase %s: all JobSets exist after %.2fs; waiting for the jobs to finish", phase, ph.AllJobSetsSeconds)
 

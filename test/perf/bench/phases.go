@@ -32,6 +32,7 @@ type bench struct {
 	// ownerRetries counts the pair phase's JobSet creates that JobSet's
 	// webhook refused because its cache had not seen the TrainJob yet.
 	ownerRetries atomic.Int64
+	prof         *profiler // nil without -profile
 }
 
 func newBench(_ context.Context, c *cluster.Cluster, cfg config) (*bench, error) {

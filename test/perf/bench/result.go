@@ -92,6 +92,8 @@ type Phase struct {
 	ManagerRestRSSMiB float64            `json:"managerRestRSSMiB"` // RSS at the end of the rest window, every job's objects cached
 	ManagerKiBPerJob  float64            `json:"managerKiBPerJob"`  // (rest RSS − RSS before the first create) / jobs
 	CPUSeconds        map[string]float64 `json:"cpuSeconds"`        // every component, whole phase
+	// Profiles are the CPU profiles taken from the start of the burst (-profile).
+	Profiles []string `json:"profiles,omitempty"`
 
 	// Samples are the per-job numbers behind the percentiles, for the plots;
 	// written to samples.json, not result.json (which the docs embed).
@@ -239,6 +241,11 @@ func (r *Result) Markdown() string {
 			fmt.Fprintf(&b, " %.1f |", p.CPUSeconds[n])
 		}
 		b.WriteString("\n")
+	}
+	for _, p := range r.Phases {
+		if len(p.Profiles) > 0 {
+			fmt.Fprintf(&b, "\nCPU profiles of phase %s's burst (`go tool pprof -top -cum FILE`): `%s`.\n", p.Name, strings.Join(p.Profiles, "`, `"))
+		}
 	}
 	if len(r.GoBenchmarks) > 0 {
 		b.WriteString("\nThe manager's CPU work per TrainJob, in process (`go test -bench . -benchmem ./pkg/controller/...`):\n\n```\n")

@@ -152,6 +152,9 @@ func (c *Cluster) managerArgs(replica int) []string {
 		fmt.Sprintf("--status-server-url=https://%s:%d", ProcessHostAddress, c.ports.ManagerStatus),
 		"--status-server-ca-file=" + c.pki.caCert(),
 	}
+	if c.o.Profiling {
+		args = append(args, "--pprof-bind-address="+loopback(p.Pprof))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append(args, c.o.ManagerArgs...)

@@ -69,7 +69,9 @@ type Options struct {
 	// under test rather than the Job controller's (or Kueue's) 20 requests per second.
 	DisableQPSLimits bool
 	// Profiling serves the API server's /debug/pprof (its --profiling; off by
-	// default here), e.g. to CPU-profile it under a benchmark's burst.
+	// default here) and each manager replica's (--pprof-bind-address on a
+	// loopback port: ManagerPprofURL), e.g. to CPU-profile them under a
+	// benchmark's burst.
 	Profiling bool
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.

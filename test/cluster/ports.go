@@ -27,6 +27,8 @@ type Ports struct {
 	ManagerMetrics int `json:"managerMetrics"`
 	ManagerHealth  int `json:"managerHealth"`
 	ManagerStatus  int `json:"managerStatus"`
+	// The manager's /debug/pprof (Options.Profiling); unused without it.
+	ManagerPprof int `json:"managerPprof"`
 	// Volcano's health endpoints (Options.GangScheduler); unused without it.
 	VolcanoSchedulerHealth  int `json:"volcanoSchedulerHealth"`
 	VolcanoControllerHealth int `json:"volcanoControllerHealth"`

@@ -25,29 +25,32 @@ func ManagerReplica(i int) string {
 	return fmt.Sprintf("%s-%d", Manager, i)
 }
 
-// replicaPorts are one manager replica's listening ports.
+// replicaPorts are one manager replica's listening ports (Pprof is used
+// with Options.Profiling only).
 type replicaPorts struct {
-	Webhook, Metrics, Health int
+	Webhook, Metrics, Health, Pprof int
 }
 
 // setUpReplicas chooses the replicas' ports and, for more than one, starts the
 // webhook proxy.
 func (c *Cluster) setUpReplicas() error {
 	n := max(c.o.ManagerReplicas, 1)
-	c.replicas = []replicaPorts{{c.ports.ManagerWebhook, c.ports.ManagerMetrics, c.ports.ManagerHealth}}
+	c.replicas = []replicaPorts{{c.ports.ManagerWebhook, c.ports.ManagerMetrics, c.ports.ManagerHealth, c.ports.ManagerPprof}}
 	if n == 1 {
 		return nil
 	}
 	if c.o.Detach {
 		return errors.New("cluster: ManagerReplicas > 1 needs a cluster that does not detach (the webhook proxy runs in the calling process)")
 	}
-	extra, err := freePortList(3*n - 2)
+	// Replica 0 needs a webhook port of its own (the proxy listens on
+	// ManagerWebhook); every other replica needs all four.
+	extra, err := freePortList(4*n - 3)
 	if err != nil {
 		return err
 	}
 	c.replicas[0].Webhook = extra[0]
 	for i := 1; i < n; i++ {
-		c.replicas = append(c.replicas, replicaPorts{extra[3*i-2], extra[3*i-1], extra[3*i]})
+		c.replicas = append(c.replicas, replicaPorts{extra[4*i-3], extra[4*i-2], extra[4*i-1], extra[4*i]})
 	}
 	l, err := net.Listen("tcp", loopback(c.ports.ManagerWebhook))
 	if err != nil {
@@ -101,6 +104,12 @@ func (c *Cluster) serveProxy(l net.Listener) {
 // as the cluster starts the manager with --metrics-secure=false.
 func (c *Cluster) ManagerMetricsURL(i int) string {
 	return fmt.Sprintf("http://%s/metrics", loopback(c.replicas[i].Metrics))
+}
+
+// ManagerPprofURL is the base URL of manager replica i's /debug/pprof
+// endpoints (plain HTTP on loopback); served only with Options.Profiling.
+func (c *Cluster) ManagerPprofURL(i int) string {
+	return "http://" + loopback(c.replicas[i].Pprof)
 }
 
 // ManagerReplicas is the number of manager replicas.

@@ -123,13 +123,6 @@ func run(cfg config) error {
 	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(gang.ModeJobSet)) {
 		kueueMode = gang.ModeJobSet
 	}
-	var pprofAddr string
-	if cfg.profile > 0 {
-		if pprofAddr, err = freeLocalAddr(); err != nil {
-			return err
-		}
-		cfg.managerArgs = append(cfg.managerArgs, "--pprof-bind-address="+pprofAddr)
-	}
 	c, err := cluster.Up(ctx, cluster.Options{
 		KueueFrameworks:  cluster.KueueFrameworksFor(kueueMode),
 		KueueConcurrency: cfg.kueueConcurrency,
@@ -158,7 +151,7 @@ func run(cfg config) error {
 		return err
 	}
 	if cfg.profile > 0 {
-		if b.prof, err = newProfiler(cfg.profile, cfg.out, c.RESTConfig(), pprofAddr); err != nil {
+		if b.prof, err = newProfiler(cfg.profile, cfg.out, c.RESTConfig(), c.ManagerPprofURL(0)); err != nil {
 			return err
 		}
 	}

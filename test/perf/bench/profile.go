@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,21 +24,10 @@ type profiler struct {
 	dir        string
 	apiserver  *http.Client
 	apiURL     string
-	managerURL string // the manager's --pprof-bind-address, as a URL
+	managerURL string // cluster.ManagerPprofURL
 }
 
-// freeLocalAddr returns a loopback address nothing listens on, for the
-// manager's pprof endpoint.
-func freeLocalAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
-
-func newProfiler(d time.Duration, dir string, rc *rest.Config, managerAddr string) (*profiler, error) {
+func newProfiler(d time.Duration, dir string, rc *rest.Config, managerURL string) (*profiler, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -47,7 +35,7 @@ func newProfiler(d time.Duration, dir string, rc *rest.Config, managerAddr strin
 	if err != nil {
 		return nil, fmt.Errorf("an HTTP client for the API server's pprof: %w", err)
 	}
-	return &profiler{d: d, dir: dir, apiserver: hc, apiURL: rc.Host, managerURL: "http://" + managerAddr}, nil
+	return &profiler{d: d, dir: dir, apiserver: hc, apiURL: rc.Host, managerURL: managerURL}, nil
 }
 
 // start begins both profiles; the returned function waits for them and

@@ -19,7 +19,7 @@ import (
 func Setup(mgr ctrl.Manager, fw *framework.Framework) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
 		WithDefaulter(&TrainJobDefaulter{Clock: clock.RealClock{}}).
-		WithValidator(&TrainJobValidator{Client: mgr.GetClient(), Framework: fw}).
+		WithValidator(&TrainJobValidator{Client: liveOnMiss{Reader: mgr.GetClient(), live: mgr.GetAPIReader()}, Framework: fw}).
 		Complete(); err != nil {
 		return fmt.Errorf("TrainJob webhooks: %w", err)
 	}

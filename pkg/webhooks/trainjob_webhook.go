@@ -88,6 +88,9 @@ func sameContent(a, b trainer.RuntimePatch) bool {
 
 // TrainJobValidator rejects TrainJobs that could never run, with the field at fault.
 type TrainJobValidator struct {
+	// Client looks up the runtime and what the job names (a PriorityClass).
+	// Setup gives it the cache with a live read on a miss (liveOnMiss), so a
+	// runtime created just before its job is found.
 	Client    client.Reader
 	Framework *framework.Framework
 }

@@ -85,7 +85,12 @@ func loseNode(ctx context.Context, cli client.Client) (nodeLoss, error) {
 		}
 	}
 	if loss.Unfinished == 0 {
-		return loss, fmt.Errorf("no node has unfinished pods of the run")
+		// A small run can be over before the fault's moment (the second half
+		// of -window); say what to change rather than only what happened.
+		if len(bound) > 0 {
+			return loss, fmt.Errorf("every pod of the run has finished, so losing a node tests nothing: use a larger -n or a shorter -window, or -node-losses 0")
+		}
+		return loss, fmt.Errorf("no pod of the run is on a node yet: use a longer -window, or -node-losses 0")
 	}
 	jobs, open := map[string]bool{}, map[string]bool{}
 	for _, p := range bound[loss.Node] {

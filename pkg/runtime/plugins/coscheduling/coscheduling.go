@@ -159,6 +159,17 @@ func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (
 // failed, not why.
 var siblingRejections = []string{"optimistic rejection in PostFilter", "rejection in Unreserve"}
 
+// SiblingRejection says whether a pod's scheduling message is only that the
+// Coscheduling plugin released it with its gang (siblingRejections).
+func SiblingRejection(message string) bool {
+	for _, r := range siblingRejections {
+		if strings.Contains(message, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // whyUnschedulable orders the pods so that those whose scheduler message says
 // why the gang does not fit (e.g. "Insufficient cpu", a permit timeout) come
 // before the siblings released because of them.
@@ -168,9 +179,7 @@ func whyUnschedulable(pods []corev1.Pod) []corev1.Pod {
 		sibling := false
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				for _, r := range siblingRejections {
-					sibling = sibling || strings.Contains(c.Message, r)
-				}
+				sibling = sibling || SiblingRejection(c.Message)
 			}
 		}
 		if sibling {

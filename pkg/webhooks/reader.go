@@ -22,7 +22,7 @@ type liveOnMiss struct {
 // Get implements client.Reader.
 func (r liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := r.Reader.Get(ctx, key, obj, opts...)
-	if !apierrors.IsNotFound(err) || r.live == nil {
+	if !apierrors.IsNotFound(err) {
 		return err
 	}
 	return r.live.Get(ctx, key, obj, opts...)

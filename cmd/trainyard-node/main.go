@@ -7,6 +7,11 @@
 //	trainyard-node --kubeconfig FILE --node-name NAME --state-dir DIR \
 //	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
 //	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
+//	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots]
+//
+// Every container's environment starts with what the host's software needs
+// (--host-quirks, detected from files: PET_REDIRECTS=1 PET_TEE=1 for Debian's
+// torch 1.13 on Python 3.11) and then --default-env; a container's own value wins.
 //
 // It needs root. SIGTERM ends every pod and removes what the agent created.
 package main
@@ -47,6 +52,10 @@ func main() {
 	flag.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 5*time.Second, "grace period of the pods when the agent stops")
 	flag.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", processnode.DefaultCPUOvercommit, "the Node advertises this many CPUs per host CPU (pods have no CPU limits; the capacity is the scheduler's budget)")
 	nodeLabels := flag.String("node-labels", "", "extra node labels, k=v,k=v")
+	var defaultEnv multiFlag
+	flag.Var(&defaultEnv, "default-env", "NAME=VALUE set in every container's environment before its own variables (a container's value wins); repeatable")
+	hostQuirks := flag.Bool("host-quirks", true, "also set what the host's software is detected to need (PET_REDIRECTS=1 PET_TEE=1 for torch 1.x on Python >= 3.11)")
+	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
 	flag.Parse()
 
 	if cfg.StateDir == "" {
@@ -68,6 +77,18 @@ func main() {
 			cfg.Labels[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
+	if *hostQuirks {
+		for _, q := range processnode.DetectHostQuirks(processnode.DefaultHostPaths) {
+			fmt.Fprintf(os.Stderr, "trainyard-node: host quirk: %s\n", q.Why)
+			cfg.DefaultEnv = append(cfg.DefaultEnv, q.Env...)
+		}
+	}
+	extra, err := processnode.ParseEnvDefaults(defaultEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainyard-node: --default-env:", err)
+		os.Exit(2)
+	}
+	cfg.DefaultEnv = append(cfg.DefaultEnv, extra...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := processnode.New().Run(ctx, cfg); err != nil {
@@ -75,3 +96,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }

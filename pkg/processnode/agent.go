@@ -60,6 +60,9 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	logf := cfg.Logf
+	if len(cfg.DefaultEnv) > 0 {
+		logf("every container's environment starts with %s (a container's own value wins)", envPairs(cfg.DefaultEnv))
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "pods"), 0o755); err != nil {
 		return err
 	}

@@ -64,6 +64,14 @@ type Config struct {
 	SandboxBinary string
 	// ShutdownGrace bounds the grace period of the pods when the agent stops (default 5s).
 	ShutdownGrace time.Duration
+	// DefaultEnv is set in every container's environment before its own
+	// variables (a container's value wins): what the host's software needs to
+	// run upstream-shaped pods unchanged (see DetectHostQuirks).
+	DefaultEnv []corev1.EnvVar
+	// KeepRoots keeps each container's root directory (its working directory
+	// when it names none, see doc.go) after its pod is gone, under
+	// StateDir/kept-roots, for debugging; by default it goes with the pod.
+	KeepRoots bool
 	// Logf receives the agent's log lines; default: stderr.
 	Logf func(format string, args ...interface{})
 }

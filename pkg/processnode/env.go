@@ -22,13 +22,17 @@ type Sources interface {
 	Secret(namespace, name string) (*corev1.Secret, error)
 }
 
-// PodRef is what the downward API of one pod on this node can see beyond the pod object.
+// PodRef is what the environment of one pod on this node draws on beyond the pod
+// object: what its downward API can see, and the node's defaults.
 type PodRef struct {
 	Pod    *corev1.Pod
 	PodIP  string
 	HostIP string
 	// NodeAllocatable backs resourceFieldRef limits of containers without limits.
 	NodeAllocatable corev1.ResourceList
+	// DefaultEnv is the node's Config.DefaultEnv: set before the container's
+	// envFrom and env, which override it.
+	DefaultEnv []corev1.EnvVar
 }
 
 // ConfigError is a container configuration that cannot be resolved yet (a missing
@@ -46,7 +50,8 @@ func configErrorf(format string, args ...interface{}) error {
 // the kubelet builds it: envFrom in order, then env in order (later entries win),
 // with $(VAR) references to earlier variables expanded, and valueFrom resolved
 // (fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef). PATH defaults to
-// DefaultPath and HOSTNAME to the pod's hostname, as a container runtime does.
+// DefaultPath and HOSTNAME to the pod's hostname, as a container runtime does,
+// and the node's DefaultEnv comes next, as an image's ENV would.
 // Service links (FOO_SERVICE_HOST) and KUBERNETES_SERVICE_* are not set: the pods
 // of a process node cannot reach Service IPs.
 func ContainerEnv(ref PodRef, c *corev1.Container, src Sources) ([]string, error) {
@@ -61,6 +66,9 @@ func ContainerEnv(ref PodRef, c *corev1.Container, src Sources) ([]string, error
 	}
 	set("PATH", DefaultPath)
 	set("HOSTNAME", PodHostname(pod))
+	for _, e := range ref.DefaultEnv {
+		set(e.Name, e.Value)
+	}
 
 	for _, ef := range c.EnvFrom {
 		switch {

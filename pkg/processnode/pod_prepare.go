@@ -14,7 +14,7 @@ import (
 // prepare resolves every container's environment and command and writes the volumes.
 func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][]string, sandboxSpec, error) {
 	pod := r.snapshot()
-	ref := PodRef{Pod: pod, HostIP: r.p.cfg.HostIP, NodeAllocatable: r.p.allocatable}
+	ref := PodRef{Pod: pod, HostIP: r.p.cfg.HostIP, NodeAllocatable: r.p.allocatable, DefaultEnv: r.p.cfg.DefaultEnv}
 	if !pod.Spec.HostNetwork {
 		if r.ip == "" {
 			ip, err := r.p.net.alloc.allocate()

@@ -39,7 +39,16 @@
 //     exist on the host is not created there: its parent is replaced, in the pod's
 //     namespace only, by a tmpfs holding bind mounts of all its entries (for "/",
 //     by pivoting into such a tmpfs), and the new directory lives in that tmpfs.
-//     /proc is the pod's own.
+//     A container that names no workingDir starts in a root directory of its
+//     own (the pod's directory on the host, roots/<container>), empty at each
+//     run as a fresh container's image root is, so that relative paths (the
+//     Kubeflow SDK's script.py, a guide's ./data) never reach the host's "/"
+//     nor another pod; it is removed with the pod (Config.KeepRoots keeps it).
+//     Absolute paths are the host's, as before. /proc is the pod's own.
+//   - Environment: the host's programs run, not an image's, so what they need
+//     to run upstream-shaped pods unchanged is the node's business:
+//     Config.DefaultEnv starts every container's environment (a container's
+//     own value wins); trainyard-node fills it from DetectHostQuirks.
 //   - Processes: each container runs in its own process group; when its main
 //     process ends, the rest of the group is killed. When the sandbox ends, the
 //     kernel kills whatever is left in the pod.

@@ -32,8 +32,20 @@ func (r *podRun) runContainer(c corev1.Container, env, argv []string) (int32, bo
 		return exitCodeStartError, true
 	}
 
+	// A container that names no working directory starts in a root of its own,
+	// empty at each run as a fresh container's image root would be: relative
+	// paths (the SDK's script.py, the guide's ./data) stay in the pod.
+	var rootRel string
+	if c.WorkingDir == "" {
+		rootRel = filepath.Join(rootsDir, c.Name)
+		if err := freshDir(filepath.Join(r.dir, rootRel)); err != nil {
+			r.terminated(c.Name, exitCodeStartError, reasonStartError, err.Error(), time.Now())
+			return exitCodeStartError, true
+		}
+	}
+
 	id := fmt.Sprintf("%s/%d", c.Name, run)
-	events, err := sb.run(sbCommand{Op: "start", ID: id, Argv: argv, Env: env, Dir: c.WorkingDir, Log: logRel})
+	events, err := sb.run(sbCommand{Op: "start", ID: id, Argv: argv, Env: env, Dir: c.WorkingDir, Root: rootRel, Log: logRel})
 	if err != nil {
 		r.terminated(c.Name, exitCodeStartError, reasonStartError, err.Error(), time.Now())
 		return exitCodeStartError, !r.stopped()
@@ -161,4 +173,19 @@ func (r *podRun) backoff(name string) bool {
 		s.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonCrashLoop, Message: msg}}
 	})
 	return r.sleep(delay)
+}
+
+// rootsDir holds, in a pod's directory, the root directory of each container
+// that names no working directory.
+const rootsDir = "roots"
+
+// freshDir makes dir an empty directory.
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clearing the container's root directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the container's root directory: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -133,8 +134,20 @@ func (p *Provider) forget(r *podRun) {
 		delete(p.pods, r.key)
 	}
 	p.mu.Unlock()
+	if p.cfg.KeepRoots {
+		kept := filepath.Join(p.cfg.StateDir, keptRootsDir, filepath.Base(r.dir))
+		if err := os.MkdirAll(filepath.Dir(kept), 0o755); err == nil {
+			if err := os.Rename(filepath.Join(r.dir, rootsDir), kept); err == nil {
+				p.logf("pod %s: its containers' root directories are kept in %s", r.key, kept)
+			}
+		}
+	}
 	_ = os.RemoveAll(r.dir)
 }
+
+// keptRootsDir holds, in the state directory, the containers' root directories
+// of pods that are gone, when Config.KeepRoots is set.
+const keptRootsDir = "kept-roots"
 
 // UpdatePod takes the new labels, annotations and activeDeadlineSeconds of a pod.
 func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {

@@ -43,13 +43,15 @@ type mountSpec struct {
 
 // sbCommand is one line the agent writes to the sandbox's stdin.
 type sbCommand struct {
-	Op     string   `json:"op"` // start, signal
-	ID     string   `json:"id"`
-	Argv   []string `json:"argv,omitempty"`
-	Env    []string `json:"env,omitempty"`
-	Dir    string   `json:"dir,omitempty"`
-	Log    string   `json:"log,omitempty"` // relative to PodDir
-	Signal int      `json:"signal,omitempty"`
+	Op   string   `json:"op"` // start, signal
+	ID   string   `json:"id"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// Root, relative to PodDir, is the working directory when Dir is empty.
+	Root   string `json:"root,omitempty"`
+	Log    string `json:"log,omitempty"` // relative to PodDir
+	Signal int    `json:"signal,omitempty"`
 	// Addr and TimeoutMS are for "dial": a TCP probe from inside the pod's
 	// network namespace (the host has no route to the pods).
 	Addr      string `json:"addr,omitempty"`

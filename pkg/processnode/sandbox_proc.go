@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,18 @@ func (s *sandboxProc) start(c sbCommand) (int, error) {
 		return 0, fmt.Errorf("no command")
 	}
 	dir := c.Dir
+	if dir == "" && c.Root != "" {
+		// Through the pod directory's descriptor, as the logs: a volume may
+		// be mounted over the state directory's path in this namespace. The
+		// child inherits the descriptor until exec (O_CLOEXEC), and chdir to
+		// /proc/self/fd/N runs in the child before exec.
+		fd, err := unix.Openat(int(s.podDir.Fd()), c.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, fmt.Errorf("opening the container's root directory: %w", err)
+		}
+		defer func() { _ = unix.Close(fd) }()
+		dir = "/proc/self/fd/" + strconv.Itoa(fd)
+	}
 	if dir == "" {
 		dir = "/"
 	}

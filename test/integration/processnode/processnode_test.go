@@ -96,6 +96,7 @@ func run(m *testing.M) int {
 			NodeName: nodeName, RESTConfig: env.Config, StateDir: stateDir,
 			TLSCertFile: certs.serverCert, TLSKeyFile: certs.serverKey, ClientCAFile: certs.ca,
 			PodCIDR: "10.254.200.0/24", BackoffBase: time.Second, ShutdownGrace: 2 * time.Second,
+			DefaultEnv: nodeDefaultEnv,
 		})
 	}()
 	select {

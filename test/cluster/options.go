@@ -44,7 +44,8 @@ type Options struct {
 	// ManagerArgs are appended to the manager's command line.
 	ManagerArgs []string
 	// Runtimes are YAML files applied once the manager is ready; nil means
-	// RepoDir/runtimes/*.yaml. Use an empty non-nil slice for none.
+	// LocalRuntimes (runtimes/*.yaml and the Fashion-MNIST runtime of make
+	// run). Use an empty non-nil slice for none.
 	Runtimes []string
 	// Scheme is the scheme of Client(); default: Scheme().
 	Scheme *runtime.Scheme
@@ -185,7 +186,7 @@ func (o *Options) defaults() error {
 		o.KueueFrameworks = slices.Clone(DefaultKueueFrameworks)
 	}
 	if o.Runtimes == nil {
-		rs, err := filepath.Glob(filepath.Join(o.RepoDir, "runtimes", "*.yaml"))
+		rs, err := LocalRuntimes(o.RepoDir)
 		if err != nil {
 			return err
 		}

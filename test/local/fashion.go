@@ -24,9 +24,8 @@ import (
 // CLI as the SDK drives it, on real Fashion-MNIST that the runtime's dataset
 // initializer delivers from Debian's dataset-fashion-mnist.
 const (
-	fashionRuntimeFile = "examples/fashion-mnist/runtime.yaml"
-	fashionRuntime     = "torch-distributed-fashion-mnist"
-	fashionScript      = "examples/fashion-mnist/train.py"
+	fashionRuntime = "torch-distributed-fashion-mnist"
+	fashionScript  = "examples/fashion-mnist/train.py"
 	// initializerVolume is the runtime's hostPath: one directory per TrainJob.
 	initializerVolume = "/var/tmp/trainyard-initializer"
 )

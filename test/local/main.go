@@ -58,7 +58,6 @@ const (
 	namespace       = "default"
 	jobName         = "mnist"
 	exampleDir      = "examples/mnist"
-	runtimeFile     = "runtimes/torch-distributed.yaml"
 	jobSetNameLabel = logs.JobSetNameLabel
 )
 
@@ -87,12 +86,10 @@ func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
 	}
-	runtimes := []string{filepath.Join(repo, runtimeFile)}
 	if !quick {
 		if _, err := os.Stat("/usr/local/bin/trainyard-initializer"); err != nil {
 			return fail(errNoInitializer)
 		}
-		runtimes = append(runtimes, filepath.Join(repo, fashionRuntimeFile))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -103,7 +100,7 @@ func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 	fmt.Printf("==> Starting a local cluster with a process node (state and logs in %s)\n", rel(wd, stateDir))
 	c, err := cluster.Up(ctx, cluster.Options{
 		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: keep,
-		Runtimes: runtimes, Progress: os.Stdout,
+		Progress: os.Stdout, // and the runtimes a real install has (cluster.LocalRuntimes)
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "still running") {

@@ -363,7 +363,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
-	// 5. Runtimes (validated by the manager's webhook), Ready nodes, default ServiceAccount.
+	// 5. Runtimes (validated by the manager's webhook), the users' roles, Ready
+	// nodes, default ServiceAccount.
+	if err := c.installUserRBAC(ctx); err != nil {
+		return nil, err
+	}
 	for _, f := range c.o.Runtimes {
 		if err := c.ApplyFile(ctx, f); err != nil {
 			return nil, fmt.Errorf("installing runtime %s: %w", f, err)
@@ -375,7 +379,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.waitServiceAccount(ctx, "default"); err != nil {
 		return nil, err
 	}
-	c.progress("cluster ready: %d runtimes installed, nodes Ready", len(c.o.Runtimes))
+	c.progress("cluster ready: %d runtimes and the users' roles installed, nodes Ready", len(c.o.Runtimes))
 	return c, nil
 }
 

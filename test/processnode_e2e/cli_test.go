@@ -94,11 +94,12 @@ func TestCLITrainMNIST(t *testing.T) {
 		}
 	})
 
-	// The environment examples/mnist/trainjob.yaml sets for Debian's torch 1.13, and
-	// fewer steps than the script's default, which its result line must show.
+	// The environment examples/mnist/trainjob.yaml sets, and fewer steps than the
+	// script's default, which its result line must show. What Debian's torch 1.13
+	// needs on Python 3.11 the process node sets itself.
 	out, code := runTrainyard(t, bin, ns, "train", "--runtime", "torch-distributed", "--num-nodes", "2",
 		"--resources", "cpu=500m,memory=512Mi",
-		"--env", "PET_REDIRECTS=1", "--env", "PET_TEE=1", "--env", "PET_MONITOR_INTERVAL=1",
+		"--env", "PET_MONITOR_INTERVAL=1",
 		"--env", "OMP_NUM_THREADS=1", "--env", "PYTHONUNBUFFERED=1", "--env", "EXPECT_WORLD_SIZE=2", "--env", "MNIST_STEPS=200",
 		"examples/mnist/mnist.py")
 	job := strings.TrimSpace(out)
@@ -169,5 +170,73 @@ func TestCLITrainMNIST(t *testing.T) {
 	}
 	if _, code = runTrainyard(t, bin, ns, "delete", job); code != 0 {
 		t.Errorf("delete: exit %d", code)
+	}
+}
+
+// TestCLIGuideFunctionOnUpstreamRuntime: the shape of Kubeflow's PyTorch guide
+// through `trainyard train` on runtimes/torch-distributed.yaml as upstream ships
+// it (no PET_REDIRECTS/PET_TEE, no working directory): torchrun starts on the
+// host's torch 1.13 because the process node sets what that needs, the process
+// group forms across 2 nodes x 2 CPUs (world size 4), and local rank 0 of each
+// node downloads into ./data in its container's own root, not the host's /.
+// This machine has no network, so the download itself fails, and the TrainJob
+// with it: the test checks that it failed there and nowhere earlier.
+func TestCLIGuideFunctionOnUpstreamRuntime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	bin := buildCLI(t)
+	const ns = "cli-guide"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptDirs()
+	t.Cleanup(func() {
+		for d := range scriptDirs() {
+			if !before[d] {
+				_ = os.RemoveAll(d)
+			}
+		}
+	})
+	if _, err := os.Stat("/data"); err == nil {
+		t.Fatal("/data exists on the host before the test; the test could not tell whose it is")
+	}
+
+	out, code := runTrainyard(t, bin, ns, "train", "--runtime", "torch-distributed", "--num-nodes", "2",
+		"--resources", "cpu=2,memory=1Gi", "test/processnode_e2e/testdata/guide_fashion_mnist.py")
+	job := strings.TrimSpace(out)
+	if code != 0 || job == "" {
+		t.Fatalf("train: exit %d, printed %q", code, out)
+	}
+	cond := waitFinished(t, ctx, ns, job)
+	logs := podLogs(t, ctx, ns, job)
+	for _, rank := range []string{"0", "1"} {
+		l := logs[rank]
+		t.Logf("node-%s:\n%s", rank, l)
+		if strings.Contains(l, "object has no attribute 'get'") {
+			t.Errorf("node-%s: torchrun crashed at start (torch 1.13 on Python 3.11 without PET_REDIRECTS/PET_TEE)", rank)
+		}
+		if n := strings.Count(l, "GUIDE world_size=4 "); n != 2 {
+			t.Errorf("node-%s: %d ranks joined a process group of 4, want its 2", rank, n)
+		}
+		m := regexp.MustCompile(`GUIDE downloading into (\S+)`).FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("node-%s: local rank 0 did not reach the download", rank)
+			continue
+		}
+		if m[1] == "/data" || !strings.HasSuffix(m[1], "/roots/node/data") {
+			t.Errorf("node-%s: ./data is %s, want the container's own root (…/roots/node/data)", rank, m[1])
+		}
+		if strings.Contains(l, "GUIDE data ready") {
+			t.Errorf("node-%s: the download succeeded; this test expects a machine without a network", rank)
+		}
+		if !regexp.MustCompile(`(?i)download|urlopen|URLError`).MatchString(l) {
+			t.Errorf("node-%s: no download error in the log", rank)
+		}
+	}
+	if cond.Type != "Failed" {
+		t.Errorf("TrainJob %s: %s (%s), want Failed at the download", job, cond.Type, cond.Message)
+	}
+	if _, err := os.Stat("/data"); err == nil {
+		t.Error("/data was created on the host")
 	}
 }

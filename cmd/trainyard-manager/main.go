@@ -30,6 +30,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+	"github.com/trainyard/trainyard/pkg/version"
 )
 
 func main() {
@@ -57,6 +58,7 @@ func run() error {
 		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
 		gangSched   = flag.String("gang-scheduler-name", "", "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
+		showVersion = flag.Bool("version", false, "print the version and exit")
 		wh          = webhookOptions{}
 		status      = statusOptions{}
 		leader      = leaderOptions{}
@@ -77,8 +79,16 @@ func run() error {
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	build := version.Get()
+	if *showVersion {
+		// The version alone on the first field, so that scripts (and the local
+		// cluster, test/cluster/version.go) can take it without parsing the rest.
+		fmt.Println(build)
+		return nil
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")
+	log.Info("Trainyard manager", "version", build.Version, "gitCommit", build.GitCommit, "buildDate", build.BuildDate, "goVersion", build.GoVersion)
 	soft, err := memory.apply()
 	if err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
+	"github.com/trainyard/trainyard/pkg/version"
 )
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	hostQuirks := flag.Bool("host-quirks", true, "also set what the host's software is detected to need (PET_REDIRECTS=1 PET_TEE=1 for torch 1.x on Python >= 3.11)")
 	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
 	flag.Parse()
+	fmt.Fprintln(os.Stderr, "trainyard-node: version", version.Get())
 
 	if cfg.StateDir == "" {
 		fmt.Fprintln(os.Stderr, "trainyard-node: --state-dir is required")

@@ -13,6 +13,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/version"
 )
 
 var (
@@ -48,9 +49,23 @@ var (
 
 // Register adds Trainyard's metrics, including a collector that counts
 // TrainJobs by phase from the manager's cache at scrape time (so the gauge
-// never drifts from the objects).
+// never drifts from the objects) and the build the manager runs.
 func Register(reader client.Reader) {
-	crmetrics.Registry.MustRegister(TimeToJobSet, TimePending, Errors, Transitions, PyTorchJobConditionTransitions, &byPhase{reader: reader})
+	crmetrics.Registry.MustRegister(TimeToJobSet, TimePending, Errors, Transitions, PyTorchJobConditionTransitions, &byPhase{reader: reader},
+		BuildInfo(version.Get()))
+}
+
+// BuildInfo is the gauge trainyard_build_info{version,git_commit,go_version},
+// always 1, as Prometheus' <component>_build_info convention has it: queries
+// join on its labels to tell which build each replica runs (during a rollout,
+// or when a metric changed with a release).
+func BuildInfo(v version.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainyard_build_info",
+		Help: "The build of the Trainyard manager: version, git commit and Go version as labels; always 1.",
+	}, []string{"version", "git_commit", "go_version"})
+	g.WithLabelValues(v.Version, v.GitCommit, v.GoVersion).Set(1)
+	return g
 }
 
 var phaseDesc = prometheus.NewDesc("trainyard_trainjobs", "TrainJobs by phase.", []string{"phase"}, nil)

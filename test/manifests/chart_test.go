@@ -408,19 +408,9 @@ func TestChartDefaults(t *testing.T) {
 	compareWithKustomize(t, docs, "manifests/overlays/standalone", true)
 
 	// The image defaults to the chart's appVersion.
-	var chartMeta struct {
-		AppVersion string `json:"appVersion"`
-	}
-	b, err := os.ReadFile(filepath.Join(repoRoot, chartDir, "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &chartMeta); err != nil {
-		t.Fatal(err)
-	}
 	dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
 	c := dep.Spec.Template.Spec.Containers[0]
-	if want := managerImage + ":" + chartMeta.AppVersion; c.Image != want {
+	if want := managerImage + ":" + chartAppVersion(t); c.Image != want {
 		t.Errorf("image %q, want %q", c.Image, want)
 	}
 	if want := "--kueue-mode=" + managerFlagValue(t, nil, "kueue-mode"); !testing.Short() && !slices.Contains(c.Args, want) {

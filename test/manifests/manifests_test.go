@@ -71,6 +71,9 @@ const (
 	editRole          = "trainyard-edit"
 	runtimeReaderRole = "trainyard-runtime-reader"
 	metricsReaderRole = "trainyard-metrics-reader"
+	// Everyone's read access to the public ConfigMap with the control plane's
+	// version (pkg/version.ConfigMapName).
+	publicConfigMapReaderRole = "trainyard-public-configmap-reader"
 
 	regenerateRBAC     = "bin/controller-gen rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac"
 	regenerateWebhooks = "bin/controller-gen webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook"
@@ -304,6 +307,7 @@ var typed = map[string]struct {
 	"ClusterRoleBinding":       {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRoleBinding{} }},
 	"CustomResourceDefinition": {"apiextensions.k8s.io/v1", false, func() any { return &apiextensionsv1.CustomResourceDefinition{} }},
 	"Secret":                   {"v1", true, func() any { return &corev1.Secret{} }},
+	"ConfigMap":                {"v1", true, func() any { return &corev1.ConfigMap{} }},
 	"MutatingWebhookConfiguration": {"admissionregistration.k8s.io/v1", false, func() any {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	}},

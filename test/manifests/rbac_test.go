@@ -347,7 +347,8 @@ func TestCertRotationRBAC(t *testing.T) {
 
 // TestRoleBindings checks that each of the manager's roles is bound to the
 // manager's ServiceAccount, and to nothing else, that the ClusterTrainingRuntime
-// reader is bound to every authenticated user, and that there are no other
+// reader and the public ConfigMap's reader are bound to every authenticated
+// user, and that there are no other
 // bindings, nor unbound roles but the user roles (aggregatedRoles) and the
 // metrics reader, which the cluster admin binds to a scraper.
 func TestRoleBindings(t *testing.T) {
@@ -365,6 +366,7 @@ func TestRoleBindings(t *testing.T) {
 		{"RoleBinding", certRotationRole, "Role", certRotationRole, manager},
 		{"ClusterRoleBinding", certRotationRole, "ClusterRole", certRotationRole, manager},
 		{"ClusterRoleBinding", runtimeReaderRole, "ClusterRole", runtimeReaderRole, allAuthenticated},
+		{"RoleBinding", publicConfigMapReaderRole, "Role", publicConfigMapReaderRole, allAuthenticated},
 	}
 	bound := map[string]bool{}
 	for _, b := range bindings {

@@ -368,6 +368,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.installUserRBAC(ctx); err != nil {
 		return nil, err
 	}
+	c.installVersion(ctx)
 	for _, f := range c.o.Runtimes {
 		if err := c.ApplyFile(ctx, f); err != nil {
 			return nil, fmt.Errorf("installing runtime %s: %w", f, err)

@@ -101,11 +101,12 @@ func sandboxMain(specPath string) int {
 		out.send(sbEvent{Op: "error", Message: err.Error()})
 		return 2
 	}
-	if err := setupSandbox(spec); err != nil {
+	rootsBase, err := setupSandbox(spec)
+	if err != nil {
 		out.send(sbEvent{Op: "error", Message: err.Error()})
 		return 3
 	}
-	sb := &sandboxProc{out: out, podDir: podDir, procs: map[int]*sbProc{}, logf: logf}
+	sb := &sandboxProc{out: out, podDir: podDir, rootsBase: rootsBase, procs: map[int]*sbProc{}, logf: logf}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
 	out.send(sbEvent{Op: "ready"})

@@ -13,70 +13,85 @@ import (
 
 // setupSandbox sets the hostname and makes the pod's mounts. The mount namespace
 // is already private (the agent starts us with CLONE_NEWNS, which makes "/"
-// recursively private), so nothing here reaches the host.
-func setupSandbox(spec sandboxSpec) error {
-	if spec.Hostname != "" {
-		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
-			return fmt.Errorf("sethostname: %w", err)
-		}
-	}
-	m := &mounter{podDir: spec.PodDir, podDirRef: spec.PodDir, owned: map[string]bool{}}
-	// A new top-level directory means a new root (see shadow): pivot first,
-	// while every path still resolves, so that what is pinned below lives in
-	// the new root.
-	for _, p := range append(targets(spec.Mounts), spec.Dirs...) {
-		top := filepath.Join("/", strings.SplitN(strings.TrimPrefix(filepath.Clean(p), "/"), "/", 2)[0])
-		if _, err := os.Lstat(top); err != nil && top != "/" && !m.owned["/"] {
-			if err := m.shadow("/"); err != nil {
-				return fmt.Errorf("shadowing /: %w", err)
+// recursively private), so nothing here reaches the host. It returns the pod
+// directory opened (O_PATH) in the pod's final root, before any volume is
+// mounted: the containers' root directories are reached through it.
+func setupSandbox(spec sandboxSpec) (int, error) {
+	fd := -1
+	err := func() error {
+		if spec.Hostname != "" {
+			if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+				return fmt.Errorf("sethostname: %w", err)
 			}
 		}
-	}
-	// A mount may cover the state directory (an emptyDir on /tmp when the
-	// state lives below /tmp): every path in it is pinned first, as an open
-	// descriptor reached through /proc/self/fd, which no later mount hides.
-	pin := pinner{}
-	defer pin.close()
-	podDir, err := pin.path(spec.PodDir)
-	if err != nil {
-		return fmt.Errorf("pod directory: %w", err)
-	}
-	m.podDirRef = podDir
-	mounts := append([]mountSpec(nil), spec.Mounts...)
-	// Parents before children.
-	sort.SliceStable(mounts, func(i, j int) bool {
-		return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
-	})
-	for k := range mounts {
-		mt := &mounts[k]
-		if mt.Tmpfs {
-			if m.mayCreateIn(filepath.Clean(mt.Target)) {
-				if mt.Target, err = pin.path(mt.Target); err != nil {
-					return fmt.Errorf("tmpfs mount target: %w", err)
+		m := &mounter{podDir: spec.PodDir, podDirRef: spec.PodDir, owned: map[string]bool{}}
+		// A new top-level directory means a new root (see shadow): pivot first,
+		// while every path still resolves, so that what is pinned below lives in
+		// the new root.
+		for _, p := range append(targets(spec.Mounts), spec.Dirs...) {
+			top := filepath.Join("/", strings.SplitN(strings.TrimPrefix(filepath.Clean(p), "/"), "/", 2)[0])
+			if _, err := os.Lstat(top); err != nil && top != "/" && !m.owned["/"] {
+				if err := m.shadow("/"); err != nil {
+					return fmt.Errorf("shadowing /: %w", err)
 				}
 			}
-			continue
 		}
-		if mt.Source, err = pin.path(mt.Source); err != nil {
-			return fmt.Errorf("mount source for %s: %w", mt.Target, err)
+		// A mount may cover the state directory (an emptyDir on /tmp when the
+		// state lives below /tmp): every path in it is pinned first, as an open
+		// descriptor reached through /proc/self/fd, which no later mount hides.
+		pin := pinner{}
+		defer pin.close()
+		podDir, err := pin.path(spec.PodDir)
+		if err != nil {
+			return fmt.Errorf("pod directory: %w", err)
 		}
+		// Opened here, after the pivot: a directory reached through a descriptor
+		// opened before it lies outside the new root, where getcwd(3) fails.
+		if fd, err = unix.Open(spec.PodDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("pod directory: %w", err)
+		}
+		m.podDirRef = podDir
+		mounts := append([]mountSpec(nil), spec.Mounts...)
+		// Parents before children.
+		sort.SliceStable(mounts, func(i, j int) bool {
+			return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
+		})
+		for k := range mounts {
+			mt := &mounts[k]
+			if mt.Tmpfs {
+				if m.mayCreateIn(filepath.Clean(mt.Target)) {
+					if mt.Target, err = pin.path(mt.Target); err != nil {
+						return fmt.Errorf("tmpfs mount target: %w", err)
+					}
+				}
+				continue
+			}
+			if mt.Source, err = pin.path(mt.Source); err != nil {
+				return fmt.Errorf("mount source for %s: %w", mt.Target, err)
+			}
+		}
+		for _, mt := range mounts {
+			if err := m.mount(mt); err != nil {
+				return fmt.Errorf("mounting %s: %w", mt.Target, err)
+			}
+		}
+		for _, d := range spec.Dirs {
+			if err := m.ensure(filepath.Clean(d), false); err != nil {
+				return fmt.Errorf("working directory %s: %w", d, err)
+			}
+		}
+		if spec.NewProc {
+			if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+				return fmt.Errorf("mounting /proc: %w", err)
+			}
+		}
+		return nil
+	}()
+	if err != nil && fd >= 0 {
+		_ = unix.Close(fd)
+		fd = -1
 	}
-	for _, mt := range mounts {
-		if err := m.mount(mt); err != nil {
-			return fmt.Errorf("mounting %s: %w", mt.Target, err)
-		}
-	}
-	for _, d := range spec.Dirs {
-		if err := m.ensure(filepath.Clean(d), false); err != nil {
-			return fmt.Errorf("working directory %s: %w", d, err)
-		}
-	}
-	if spec.NewProc {
-		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mounting /proc: %w", err)
-		}
-	}
-	return nil
+	return fd, err
 }
 
 // mounter makes mount points exist in the pod's view without creating anything on

@@ -17,7 +17,10 @@ import (
 type sandboxProc struct {
 	out    *eventWriter
 	podDir *os.File
-	logf   func(string, ...interface{})
+	// rootsBase is the pod directory (O_PATH) as the pod's root sees it, for
+	// the containers' root directories (see setupSandbox).
+	rootsBase int
+	logf      func(string, ...interface{})
 
 	mu    sync.Mutex
 	procs map[int]*sbProc // pid -> container process
@@ -70,11 +73,11 @@ func (s *sandboxProc) start(c sbCommand) (int, error) {
 	}
 	dir := c.Dir
 	if dir == "" && c.Root != "" {
-		// Through the pod directory's descriptor, as the logs: a volume may
-		// be mounted over the state directory's path in this namespace. The
-		// child inherits the descriptor until exec (O_CLOEXEC), and chdir to
+		// Through a descriptor of the pod directory: a volume may be mounted
+		// over the state directory's path in this namespace. The child
+		// inherits the descriptor until exec (O_CLOEXEC), and chdir to
 		// /proc/self/fd/N runs in the child before exec.
-		fd, err := unix.Openat(int(s.podDir.Fd()), c.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(s.rootsBase, c.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return 0, fmt.Errorf("opening the container's root directory: %w", err)
 		}

@@ -23,11 +23,11 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/eventrecorder"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
 // Options tune the controller of a job kind.
 type Options struct {
@@ -90,10 +90,9 @@ func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
 func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 	log := ctrl.Log.WithName("setup").WithValues("controller", cfg.Name)
 	r := &Reconciler{
-		adapter:  cfg.Adapter,
-		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorder("trainyard-" + cfg.Name + "-controller"),
-		clock:    cfg.Clock,
+		adapter: cfg.Adapter,
+		client:  mgr.GetClient(),
+		clock:   cfg.Clock,
 		// The wait between writes is real time, whatever clock decides
 		// deadlines (tests step a fake one).
 		wall:   clock.RealClock{},
@@ -147,6 +146,14 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 	if cfg.Watch != nil {
 		b = cfg.Watch(b)
 	}
+	// The one place the manager's recorders come from (not
+	// mgr.GetEventRecorder): their Events carry core/v1's firstTimestamp,
+	// lastTimestamp and count, which Kubeflow's SDK reads.
+	recorders, err := eventrecorder.ForManager(mgr)
+	if err != nil {
+		return nil, err
+	}
+	r.recorder = recorders.GetEventRecorder("trainyard-" + cfg.Name + "-controller")
 	log.Info("Controller", "kueueWorkloads", r.kueue, "children", r.kinds)
 	return r, b.Complete(r)
 }

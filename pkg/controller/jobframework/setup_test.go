@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,11 +35,10 @@ type fakeManager struct {
 	indexer *fakeIndexer
 }
 
-func (m *fakeManager) GetRESTMapper() apimeta.RESTMapper            { return m.mapper }
-func (m *fakeManager) GetClient() client.Client                     { return m.client }
-func (m *fakeManager) GetScheme() *runtime.Scheme                   { return m.client.Scheme() }
-func (m *fakeManager) GetFieldIndexer() client.FieldIndexer         { return m.indexer }
-func (m *fakeManager) GetEventRecorder(string) events.EventRecorder { return &events.FakeRecorder{} }
+func (m *fakeManager) GetRESTMapper() apimeta.RESTMapper    { return m.mapper }
+func (m *fakeManager) GetClient() client.Client             { return m.client }
+func (m *fakeManager) GetScheme() *runtime.Scheme           { return m.client.Scheme() }
+func (m *fakeManager) GetFieldIndexer() client.FieldIndexer { return m.indexer }
 
 type fakeIndexer struct {
 	calls []string

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -135,9 +134,6 @@ type fakeManager struct {
 func (m *fakeManager) GetRESTMapper() apimeta.RESTMapper { return m.mapper }
 func (m *fakeManager) GetClient() client.Client          { return m.client }
 func (m *fakeManager) GetScheme() *runtime.Scheme        { return m.client.Scheme() }
-func (m *fakeManager) GetEventRecorder(string) events.EventRecorder {
-	return &events.FakeRecorder{}
-}
 
 // lookupFails fails the lookup of the kinds it names, and finds the others.
 type lookupFails struct {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
@@ -59,8 +60,8 @@ func (k *KubeFlags) Connect() (*Clients, error) {
 	return NewClients(cfg, ns)
 }
 
-// Scheme holds the kinds the CLI reads: TrainJobs, runtimes, JobSets, pods and
-// events.
+// Scheme holds the kinds the CLI reads: TrainJobs, runtimes, PyTorchJobs,
+// JobSets, pods, events and ConfigMaps.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
@@ -74,6 +75,9 @@ func Scheme() (*runtime.Scheme, error) {
 	}
 	if err := trainer.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering %s: %w", trainer.GroupVersion, err)
+	}
+	if err := kubeflowv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering %s: %w", kubeflowv1.GroupVersion, err)
 	}
 	return s, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
@@ -183,10 +185,13 @@ Prints the TrainJob's name. Examples:
 }
 
 func getCommand() *command {
-	var output, runtimeName string
+	var (
+		output, runtimeName string
+		kind                kindFlag
+	)
 	return &command{
-		usage:   "[NAME | --runtime RUNTIME] [-o yaml|json]",
-		summary: "Show a TrainJob's status and steps (node pods), or list TrainJobs",
+		usage:   "[NAME | pytorchjob/NAME | --runtime RUNTIME | --kind pytorchjob] [-o yaml|json]",
+		summary: "Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs",
 		help: `STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
 with its reason and message. Each step is a pod: node-<rank> for the trainer's
 nodes, with the pod's phase and its device (from the node container's limits;
@@ -195,10 +200,17 @@ number). Initializer pods (of the replicated jobs labelled
 trainer.kubeflow.org/trainjob-ancestor-step=dataset-initializer or
 model-initializer) are the steps dataset-initializer and model-initializer.
 Without NAME, lists the namespace's TrainJobs; --runtime lists only those on
-that runtime (spec.runtimeRef.name).`,
+that runtime (spec.runtimeRef.name).
+
+A PyTorchJob (kubeflow.org/v1) is pytorchjob/NAME, or NAME with --kind
+pytorchjob: its STATUS is the v1 condition it is in (Created, Running,
+Restarting, Suspended, Succeeded, Failed), its steps are its replicas' pods,
+master-0, worker-0, ... (the pytorch container's device). With --kind
+pytorchjob and no NAME, lists the namespace's PyTorchJobs.`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
 			fs.StringVar(&runtimeName, "runtime", "", "list only the TrainJobs on this runtime")
+			kind.addTo(fs)
 		},
 		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
 			if len(args) > 1 {
@@ -210,12 +222,47 @@ that runtime (spec.runtimeRef.name).`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			refs, err := kind.jobRefs(args)
+			if err != nil {
+				return err
+			}
+			listKind, err := kind.parse()
+			if err != nil {
+				return err
+			}
+			if runtimeName != "" && listKind == kubeflowv1.PyTorchJobKind {
+				return usagef("--runtime filters TrainJobs; PyTorchJobs have no runtime")
+			}
 			cl, err := e.connect()
 			if err != nil {
 				return err
 			}
-			if len(args) == 1 {
-				job, err := GetJob(ctx, cl.Client, cl.Namespace, args[0])
+			if len(refs) == 1 && refs[0].IsPyTorchJob() {
+				job, err := GetPyTorchJob(ctx, cl.Client, cl.Namespace, refs[0].Name)
+				if err != nil {
+					return err
+				}
+				if output != OutputTable {
+					return printData(e.stdout, output, job)
+				}
+				return PrintPyTorchJob(e.stdout, job, time.Now())
+			}
+			if len(refs) == 0 && listKind == kubeflowv1.PyTorchJobKind {
+				jobs, err := ListPyTorchJobs(ctx, cl.Client, cl.Namespace)
+				if err != nil {
+					return err
+				}
+				if output != OutputTable {
+					return printData(e.stdout, output, jobs)
+				}
+				if len(jobs) == 0 {
+					fmt.Fprintf(e.stderr, "no PyTorchJobs in namespace %s\n", cl.Namespace)
+					return nil
+				}
+				return PrintPyTorchJobs(e.stdout, jobs, time.Now())
+			}
+			if len(refs) == 1 {
+				job, err := GetJob(ctx, cl.Client, cl.Namespace, refs[0].Name)
 				if err != nil {
 					return err
 				}
@@ -251,10 +298,11 @@ func waitCommand() *command {
 	var (
 		timeout, interval time.Duration
 		forStatus         string
+		kind              kindFlag
 	)
 	return &command{
-		usage:   "NAME [--for Complete] [--timeout 10m]",
-		summary: "Wait for a TrainJob to reach a status (by default to finish), showing its progress",
+		usage:   "NAME [--for Complete] [--timeout 10m] | pytorchjob/NAME [--for Succeeded]",
+		summary: "Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress",
 		help: `Prints a line whenever the TrainJob's phase, reason or number of ready nodes
 changes. By default waits for Complete: exits 0 when it is Complete, 1 when it
 Failed (with the reason and message), 3 when the timeout passes first.
@@ -264,28 +312,44 @@ wait_for_job_status(status={...}): Created (the TrainJob exists and has not
 finished), Pending, Running, Suspended (status.phase), Complete, Failed. Exits 0
 as soon as the TrainJob is in any of them; 1 when it Failed and Failed is not in
 the set, or it finished in another status; 3 on timeout. Example:
-  trainyard wait my-job --for Running,Complete --timeout 5m`,
+  trainyard wait my-job --for Running,Complete --timeout 5m
+
+A PyTorchJob (pytorchjob/NAME, or NAME with --kind pytorchjob) is waited for by
+its v1 conditions: by default Succeeded (exit 1 when it Failed); --for takes
+Created, Running, Restarting, Suspended, Succeeded, Failed. A line is printed
+whenever its status, reason or number of active replicas changes.`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed")
+			fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed (a PyTorchJob: Created, Running, Restarting, Suspended, Succeeded, Failed; default Succeeded)")
 			fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 			fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
+			kind.addTo(fs)
 		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if len(args) != 1 {
 				return usagef("wait takes one TrainJob name, got %q", args)
 			}
 			if timeout <= 0 || interval <= 0 {
 				return usagef("--timeout and --interval must be positive")
 			}
-			want, err := ParseStatuses(forStatus)
+			refs, err := kind.jobRefs(args)
 			if err != nil {
-				return usageError{err}
+				return err
+			}
+			wait, statuses := Wait, Statuses
+			if refs[0].IsPyTorchJob() {
+				wait, statuses = WaitPyTorchJob, PyTorchJobStatuses
+			}
+			var want map[string]bool // the kind's default
+			if fs.Changed("for") || !refs[0].IsPyTorchJob() {
+				if want, err = parseStatuses(forStatus, statuses); err != nil {
+					return usageError{err}
+				}
 			}
 			cl, err := e.connect()
 			if err != nil {
 				return err
 			}
-			return Wait(ctx, cl.Client, cl.Namespace, args[0], want, timeout, interval, e.stdout)
+			return wait(ctx, cl.Client, cl.Namespace, refs[0].Name, want, timeout, interval, e.stdout)
 		},
 	}
 }
@@ -306,6 +370,14 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 			if len(args) != 1 {
 				return usagef("events takes one TrainJob name, got %q", args)
 			}
+			ref, err := ParseJobRef(args[0], trainer.TrainJobKind, false)
+			if err != nil {
+				return err
+			}
+			if ref.IsPyTorchJob() {
+				return usagef("events takes TrainJobs; for a PyTorchJob: kubectl events --for %s", ref)
+			}
+			name := ref.Name
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -313,7 +385,7 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 			if err != nil {
 				return err
 			}
-			evs, err := ListEvents(ctx, cl.Client, cl.Namespace, args[0])
+			evs, err := ListEvents(ctx, cl.Client, cl.Namespace, name)
 			if err != nil {
 				return err
 			}
@@ -324,7 +396,7 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 				return printData(e.stdout, output, evs)
 			}
 			if len(evs) == 0 {
-				fmt.Fprintf(e.stderr, "no events of TrainJob %s in namespace %s\n", args[0], cl.Namespace)
+				fmt.Fprintf(e.stderr, "no events of TrainJob %s in namespace %s\n", name, cl.Namespace)
 				return nil
 			}
 			return PrintEvents(e.stdout, evs, time.Now())
@@ -333,24 +405,34 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 }
 
 func deleteCommand() *command {
+	var kind kindFlag
 	return &command{
-		usage:   "NAME...",
-		summary: "Delete TrainJobs (their JobSets and pods go with them)",
+		usage:   "NAME... | pytorchjob/NAME...",
+		summary: "Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them)",
+		flags:   kind.addTo,
 		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
 			if len(args) == 0 {
 				return usagef("delete takes one or more TrainJob names")
+			}
+			refs, err := kind.jobRefs(args)
+			if err != nil {
+				return err
 			}
 			cl, err := e.connect()
 			if err != nil {
 				return err
 			}
-			for _, name := range args {
-				job := &trainer.TrainJob{}
-				job.Namespace, job.Name = cl.Namespace, name
-				if err := cl.Client.Delete(ctx, job, client.PropagationPolicy("Background")); err != nil {
-					return fmt.Errorf("deleting TrainJob %s/%s: %w", cl.Namespace, name, err)
+			for _, ref := range refs {
+				var job client.Object = &trainer.TrainJob{}
+				if ref.IsPyTorchJob() {
+					job = &kubeflowv1.PyTorchJob{}
 				}
-				fmt.Fprintf(e.stdout, "trainjob %s deleted\n", name)
+				job.SetNamespace(cl.Namespace)
+				job.SetName(ref.Name)
+				if err := cl.Client.Delete(ctx, job, client.PropagationPolicy("Background")); err != nil {
+					return fmt.Errorf("deleting %s %s/%s: %w", ref.Kind, cl.Namespace, ref.Name, err)
+				}
+				fmt.Fprintf(e.stdout, "%s deleted\n", strings.Replace(ref.String(), "/", " ", 1))
 			}
 			return nil
 		},

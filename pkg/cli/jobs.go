@@ -216,17 +216,9 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 		if r.Status == "" {
 			r.Status = Unknown
 		}
-		r.Device, r.DeviceCount = Unknown, Unknown
+		r.Device, r.DeviceCount = stepDevice(&p, container)
 		if p.Status.Phase == corev1.PodFailed {
 			r.Message = terminationMessage(&p, container)
-		}
-		if c := findContainer(&p, container); c != nil {
-			r.Device, r.DeviceCount = Device(c.Resources)
-			for _, e := range c.Env {
-				if e.Name == EnvNumProcPerNode && isCount(e.Value) {
-					r.DeviceCount = e.Value
-				}
-			}
 		}
 		rows = append(rows, r)
 	}
@@ -248,6 +240,23 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 		steps = append(steps, r.Step)
 	}
 	return steps
+}
+
+// stepDevice is the device and count of a step's container: from its limits
+// (Device), the count from a numeric PET_NPROC_PER_NODE (torchrun's processes
+// per node); Unknown without the container.
+func stepDevice(p *corev1.Pod, container string) (device, count string) {
+	c := findContainer(p, container)
+	if c == nil {
+		return Unknown, Unknown
+	}
+	device, count = Device(c.Resources)
+	for _, e := range c.Env {
+		if e.Name == EnvNumProcPerNode && isCount(e.Value) {
+			count = e.Value
+		}
+	}
+	return device, count
 }
 
 func findContainer(p *corev1.Pod, name string) *corev1.Container {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
@@ -101,26 +102,35 @@ func PrintJob(w io.Writer, j Job, now time.Time) error {
 		}
 	}
 	fmt.Fprintf(&b, "Age:       %s\n", age(j, now))
-	if len(j.Steps) == 0 {
-		b.WriteString("Steps:     none yet\n")
-	} else {
-		b.WriteString("Steps:\n")
-	}
-	for _, s := range j.Steps {
-		fmt.Fprintf(&b, "  %s, Pod: %s\n", s, s.Pod)
-		if s.Message != "" {
-			fmt.Fprintf(&b, "    Message: %s\n", strings.ReplaceAll(s.Message, "\n", "\n             "))
-		}
-	}
+	writeSteps(&b, j.Steps)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func age(j Job, now time.Time) string {
-	if j.CreationTimestamp.IsZero() {
+// writeSteps writes a job's steps, one per line as the SDK prints them, with
+// the message of a failed one.
+func writeSteps(b *strings.Builder, steps []Step) {
+	if len(steps) == 0 {
+		b.WriteString("Steps:     none yet\n")
+	} else {
+		b.WriteString("Steps:\n")
+	}
+	for _, s := range steps {
+		fmt.Fprintf(b, "  %s, Pod: %s\n", s, s.Pod)
+		if s.Message != "" {
+			fmt.Fprintf(b, "    Message: %s\n", strings.ReplaceAll(s.Message, "\n", "\n             "))
+		}
+	}
+}
+
+func age(j Job, now time.Time) string { return ageOf(j.CreationTimestamp, now) }
+
+// ageOf is kubectl's AGE of an object created at t ("-" when unknown).
+func ageOf(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
-	return duration.HumanDuration(now.Sub(j.CreationTimestamp.Time))
+	return duration.HumanDuration(now.Sub(t.Time))
 }
 
 func orDash(s string) string {

@@ -25,6 +25,11 @@ const (
 	PyTorchJobReplicaTypeMaster ReplicaType = "Master"
 	// PyTorchJobReplicaTypeWorker is the role of every other pod.
 	PyTorchJobReplicaTypeWorker ReplicaType = "Worker"
+
+	// PyTorchJobOperatorName is the value of OperatorNameLabel on every pod and
+	// Service of a PyTorchJob, as training-operator v1.9 set it; Kueue's pod
+	// selector for PyTorchJobs uses it, and so does the trainyard CLI.
+	PyTorchJobOperatorName = "pytorchjob-controller"
 )
 
 // PyTorchJob runs a distributed PyTorch job: one optional Master pod and a set

@@ -1,8 +1,9 @@
 // Package logs reads the logs of a TrainJob's node pods through the API server, as
 // `kubectl logs` does, one line at a time and each line prefixed with its node,
-// "[node-<rank>]: ", the shape the Kubeflow SDK prints. Print reads what the pods
-// have logged so far; Follow streams every node while the job runs, including pods
-// that appear later and containers that restart.
+// "[node-<rank>]: ", the shape the Kubeflow SDK prints (or with another name of
+// the pod: an initializer step, a PyTorchJob's replica). Print reads what the
+// pods have logged so far; Follow streams every node while the job runs,
+// including pods that appear later and containers that restart.
 package logs
 
 import (
@@ -40,6 +41,11 @@ type Streamer struct {
 	Namespace string
 	// Job is the TrainJob's name (and its JobSet's).
 	Job string
+	// Kind is the job's kind in messages; empty means TrainJob.
+	Kind string
+	// Selector, when set, is the label selector of the job's pods; empty means
+	// those of the JobSet named Job (JobSetNameLabel=Job).
+	Selector string
 	// Node restricts the logs to one node rank; -1 (or any negative) means all.
 	Node int
 	// Out receives every line, prefix included. Calls are serialised.
@@ -50,6 +56,11 @@ type Streamer struct {
 	Step      string
 	Select    func(pod *corev1.Pod) bool
 	Container string
+	// Name, when set with Container, names the pods to read instead of the
+	// node ranks (a PyTorchJob's replicas, master-0, worker-1): the pods for
+	// which it returns ok, ordered by order, each line prefixed "[<name>]: ".
+	// Node, Step and Select do not apply.
+	Name func(pod *corev1.Pod) (name string, order int, ok bool)
 
 	mu sync.Mutex
 }
@@ -72,19 +83,37 @@ func Prefix(rank int) string { return fmt.Sprintf("[node-%d]: ", rank) }
 
 // container is the container the Streamer reads.
 func (s *Streamer) container() string {
-	if s.Step != "" {
+	if s.Step != "" || s.Name != nil {
 		return s.Container
 	}
 	return NodeContainer
 }
 
+// ident says whether the Streamer reads the pod, what each line of its log
+// starts with, and where it goes among the others.
+func (s *Streamer) ident(pod *corev1.Pod) (prefix string, order int, ok bool) {
+	if s.Name != nil {
+		name, order, ok := s.Name(pod)
+		return "[" + name + "]: ", order, ok
+	}
+	rank, ok := Rank(pod)
+	if s.Step != "" {
+		return "[" + s.Step + "]: ", rank, s.Select(pod)
+	}
+	return Prefix(rank), rank, ok && (s.Node < 0 || rank == s.Node)
+}
+
 // prefix is what each line of the pod's log starts with.
 func (s *Streamer) prefix(pod *corev1.Pod) string {
-	if s.Step != "" {
-		return "[" + s.Step + "]: "
+	p, _, _ := s.ident(pod)
+	return p
+}
+
+func (s *Streamer) kind() string {
+	if s.Kind == "" {
+		return "TrainJob"
 	}
-	rank, _ := Rank(pod)
-	return Prefix(rank)
+	return s.Kind
 }
 
 func (s *Streamer) line(l string) {
@@ -93,35 +122,37 @@ func (s *Streamer) line(l string) {
 	s.Out(l)
 }
 
-// pods lists the node pods of the job that the Streamer reads, ordered by rank,
-// then creation.
+// pods lists the pods of the job that the Streamer reads, ordered by rank (or
+// the order Name gives), then creation.
 func (s *Streamer) pods(ctx context.Context) ([]corev1.Pod, error) {
-	list, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSetNameLabel + "=" + s.Job})
+	sel := s.Selector
+	if sel == "" {
+		sel = JobSetNameLabel + "=" + s.Job
+	}
+	list, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", s.Namespace, s.Job, err)
+		return nil, fmt.Errorf("listing the pods of %s %s/%s: %w", s.kind(), s.Namespace, s.Job, err)
 	}
-	var out []corev1.Pod
+	type read struct {
+		pod   corev1.Pod
+		order int
+	}
+	var rs []read
 	for _, p := range list.Items {
-		if s.Step != "" {
-			if s.Select(&p) && hasContainer(&p, s.Container) {
-				out = append(out, p)
-			}
-			continue
+		if _, order, ok := s.ident(&p); ok && hasContainer(&p, s.container()) {
+			rs = append(rs, read{p, order})
 		}
-		rank, ok := Rank(&p)
-		if !ok || !hasContainer(&p, NodeContainer) || (s.Node >= 0 && rank != s.Node) {
-			continue
-		}
-		out = append(out, p)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		ri, _ := Rank(&out[i])
-		rj, _ := Rank(&out[j])
-		if ri != rj {
-			return ri < rj
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].order != rs[j].order {
+			return rs[i].order < rs[j].order
 		}
-		return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		return rs[i].pod.CreationTimestamp.Before(&rs[j].pod.CreationTimestamp)
 	})
+	out := make([]corev1.Pod, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.pod)
+	}
 	return out, nil
 }
 
@@ -231,7 +262,7 @@ func (s *Streamer) Follow(ctx context.Context, finished <-chan struct{}, drain t
 	}
 }
 
-// followPod follows one pod's node container, again after each restart, until
+// followPod follows one pod's container, again after each restart, until
 // the pod has finished (or is deleted before its container started).
 func (s *Streamer) followPod(ctx context.Context, pod corev1.Pod) {
 	prefix := s.prefix(&pod)

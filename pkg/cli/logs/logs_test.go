@@ -163,3 +163,40 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// With Name, the Streamer reads the pods it names (a PyTorchJob's replicas),
+// in its order, from the pods of Selector and their container Container.
+func TestPrintNamedPods(t *testing.T) {
+	replica := func(name, rtype, index string, phase corev1.PodPhase, state corev1.ContainerState) *corev1.Pod {
+		p := nodePod("pj", name, "", false, phase, state)
+		p.Labels = map[string]string{"training.kubeflow.org/job-name": "pj", "training.kubeflow.org/replica-type": rtype,
+			"training.kubeflow.org/replica-index": index}
+		p.Spec.Containers[0].Name = "pytorch"
+		p.Status.ContainerStatuses[0].Name = "pytorch"
+		return p
+	}
+	objs := []runtime.Object{
+		replica("pj-worker-1-0-abcde", "worker", "1", corev1.PodRunning, running),
+		replica("pj-master-0-fghij", "master", "0", corev1.PodRunning, running),
+		replica("pj-worker-0-0-klmno", "worker", "0", corev1.PodSucceeded, terminated),
+		replica("pj-worker-2-0-pqrst", "worker", "2", corev1.PodPending, waiting), // not started: skipped
+		replica("other-master-0-uvwxy", "master", "0", corev1.PodRunning, running),
+	}
+	objs[4].(*corev1.Pod).Labels["training.kubeflow.org/job-name"] = "other"
+	name := func(p *corev1.Pod) (string, int, bool) {
+		order := map[string]int{"master": 0, "worker": 100}[p.Labels["training.kubeflow.org/replica-type"]]
+		i := p.Labels["training.kubeflow.org/replica-index"]
+		return p.Labels["training.kubeflow.org/replica-type"] + "-" + i, order + int(i[0]-'0'), true
+	}
+	var c collector
+	s := &Streamer{Client: fake.NewClientset(objs...), Namespace: "ns", Job: "pj", Kind: "PyTorchJob",
+		Selector: "training.kubeflow.org/job-name=pj", Container: "pytorch", Name: name, Out: c.out}
+	n, err := s.Print(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"[master-0]: fake logs", "[worker-0]: fake logs", "[worker-1]: fake logs"}
+	if diff := cmp.Diff(want, c.sorted()); diff != "" || n != 3 {
+		t.Errorf("read %d pods (want 3), lines (-want +got):\n%s", n, diff)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // OperatorName is the value of training.kubeflow.org/operator-name on every pod
 // and Service, as training-operator v1.9 set it; Kueue's pod selector for
 // PyTorchJobs uses it.
-const OperatorName = "pytorchjob-controller"
+const OperatorName = kubeflowv1.PyTorchJobOperatorName
 
 // Labels of older operators, still set so that scripts and docs written for
 // them keep selecting the pods (training-operator v1.3-v1.6 set the

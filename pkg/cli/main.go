@@ -65,6 +65,7 @@ func commands() map[string]*command {
 		"wait":     waitCommand(),
 		"delete":   deleteCommand(),
 		"events":   eventsCommand(),
+		"version":  versionCommand(),
 	}
 }
 

@@ -207,16 +207,37 @@ func TestCLIGuideFunctionOnUpstreamRuntime(t *testing.T) {
 	if code != 0 || job == "" {
 		t.Fatalf("train: exit %d, printed %q", code, out)
 	}
+	// Followed from the start: a failed JobSet's pods do not stay.
+	logsCmd, logsOut, logsErr := cliCmd(bin, ns, "logs", "-f", job)
+	if err := logsCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = logsCmd.Process.Kill() }()
 	cond := waitFinished(t, ctx, ns, job)
-	logs := podLogs(t, ctx, ns, job)
+	logsDone := make(chan error, 1)
+	go func() { logsDone <- logsCmd.Wait() }()
+	select {
+	case <-logsDone:
+	case <-time.After(time.Minute):
+		t.Errorf("logs -f still running a minute after the TrainJob finished")
+	}
+	t.Logf("$ trainyard logs -f %s\n%s%s", job, logsOut, logsErr)
+	logs := map[string]string{}
+	for _, l := range strings.SplitAfter(logsOut.String(), "\n") {
+		for _, rank := range []string{"0", "1"} {
+			if rest, ok := strings.CutPrefix(l, "[node-"+rank+"]: "); ok {
+				logs[rank] += rest
+			}
+		}
+	}
 	for _, rank := range []string{"0", "1"} {
 		l := logs[rank]
-		t.Logf("node-%s:\n%s", rank, l)
 		if strings.Contains(l, "object has no attribute 'get'") {
 			t.Errorf("node-%s: torchrun crashed at start (torch 1.13 on Python 3.11 without PET_REDIRECTS/PET_TEE)", rank)
 		}
-		if n := strings.Count(l, "GUIDE world_size=4 "); n != 2 {
-			t.Errorf("node-%s: %d ranks joined a process group of 4, want its 2", rank, n)
+		// The runtime's pods restart on failure: every run's 2 ranks join.
+		if n := strings.Count(l, "GUIDE world_size=4 "); n < 2 || n%2 != 0 {
+			t.Errorf("node-%s: %d ranks joined a process group of 4, want its 2 per run", rank, n)
 		}
 		m := regexp.MustCompile(`GUIDE downloading into (\S+)`).FindStringSubmatch(l)
 		if m == nil {

@@ -359,8 +359,8 @@ func eventsCommand() *command {
 	return &command{
 		usage:   "NAME [-o yaml|json]",
 		summary: "Show the events of a TrainJob, of its JobSet and of its pods, oldest first",
-		help: `Reads the namespace's events (events.k8s.io/v1, as the manager writes them, and
-core/v1, as other controllers may) about the TrainJob, its JobSet (of the same
+		help: `Reads the namespace's events (core/v1, as the manager and other controllers
+write them, and events.k8s.io/v1, as the scheduler does) about the TrainJob, its JobSet (of the same
 name) and its pods (labelled jobset.sigs.k8s.io/jobset-name=NAME), oldest first,
 in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are not shown.`,
 		flags: func(fs *pflag.FlagSet) {

@@ -195,7 +195,9 @@ func TestManagerClusterRole(t *testing.T) {
 		permissions("trainer.kubeflow.org", []string{"trainjobs/finalizers"}, "update"),
 		permissions("trainer.kubeflow.org", []string{"trainingruntimes", "clustertrainingruntimes"}, "get", "list", "watch"),
 		permissions("jobset.x-k8s.io", []string{"jobsets"}, "get", "list", "watch", "create", "update", "patch", "delete"),
-		permissions("events.k8s.io", []string{"events"}, "create", "patch", "update"),
+		// Events through core/v1, where they carry firstTimestamp and count
+		// (pkg/eventrecorder); the broadcaster creates and patches, never updates.
+		permissions("", []string{"events"}, "create", "patch"),
 		// Status (node counts, start and completion times) comes from the
 		// JobSets' pods, which the manager only reads through its cache.
 		// Pods: read for status; patch to label them job-name=<PyTorchJob> (the

@@ -126,16 +126,18 @@ func TestCLIRuntimes(t *testing.T) {
 		"torch-distributed":              "ClusterTrainingRuntime torch 1 Unknown x Unknown",
 		"torch-distributed-gpu":          "ClusterTrainingRuntime torch 1 gpu x 1",
 		"torch-distributed-with-dataset": "ClusterTrainingRuntime torch 1 Unknown x Unknown",
-		"plain-ml":                       "ClusterTrainingRuntime plainml 1 Unknown x Unknown",
-		"jax-distributed":                "ClusterTrainingRuntime jax 1 Unknown x Unknown",
-		"xgboost-distributed":            "ClusterTrainingRuntime xgboost 1 Unknown x Unknown",
-		"flux-distributed":               "ClusterTrainingRuntime flux 1 Unknown x 1",
-		"torchtune-llama3.2-1b":          "ClusterTrainingRuntime torchtune 1 gpu x 2",
-		"torchtune-llama3.2-3b":          "ClusterTrainingRuntime torchtune 1 gpu x 2",
-		"torchtune-qwen2.5-1.5b":         "ClusterTrainingRuntime torchtune 1 gpu x 2",
-		"mpi-distributed":                "ClusterTrainingRuntime mpi 1 Unknown x 1",
-		"deepspeed-distributed":          "ClusterTrainingRuntime deepspeed 1 Unknown x 1",
-		"mlx-distributed":                "ClusterTrainingRuntime mlx 1 Unknown x 1",
+		// The runtime of make run, which a local cluster installs too.
+		"torch-distributed-fashion-mnist": "ClusterTrainingRuntime torch 1 Unknown x Unknown",
+		"plain-ml":                        "ClusterTrainingRuntime plainml 1 Unknown x Unknown",
+		"jax-distributed":                 "ClusterTrainingRuntime jax 1 Unknown x Unknown",
+		"xgboost-distributed":             "ClusterTrainingRuntime xgboost 1 Unknown x Unknown",
+		"flux-distributed":                "ClusterTrainingRuntime flux 1 Unknown x 1",
+		"torchtune-llama3.2-1b":           "ClusterTrainingRuntime torchtune 1 gpu x 2",
+		"torchtune-llama3.2-3b":           "ClusterTrainingRuntime torchtune 1 gpu x 2",
+		"torchtune-qwen2.5-1.5b":          "ClusterTrainingRuntime torchtune 1 gpu x 2",
+		"mpi-distributed":                 "ClusterTrainingRuntime mpi 1 Unknown x 1",
+		"deepspeed-distributed":           "ClusterTrainingRuntime deepspeed 1 Unknown x 1",
+		"mlx-distributed":                 "ClusterTrainingRuntime mlx 1 Unknown x 1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("runtimes -o json (-want +got):\n%s", diff)

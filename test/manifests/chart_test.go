@@ -481,7 +481,7 @@ func TestChartRBAC(t *testing.T) {
 		}
 	}
 	// The roles for users, always rendered.
-	userRoles := []string{"ClusterRole/" + viewRole, "ClusterRole/" + editRole, "ClusterRole/" + metricsReaderRole}
+	userRoles := []string{"ClusterRole/" + viewRole, "ClusterRole/" + editRole, "ClusterRole/" + metricsReaderRole, "Role/" + publicConfigMapReaderRole}
 	for _, tc := range []struct {
 		name, ns  string
 		values    map[string]any
@@ -493,15 +493,16 @@ func TestChartRBAC(t *testing.T) {
 		{"default values", systemNamespace, nil, append([]string{
 			"ClusterRole/" + managerName, "Role/" + leaderElectionRole, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole,
 			"ClusterRole/" + runtimeReaderRole,
-		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated}},
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}},
 		// cert-manager: no rotation RBAC; the runtimes only for those the
 		// cluster admin lets read them; a metrics reader.
 		{"non-default values", nonDefaultNamespace, nonDefaultValues(), append([]string{"ClusterRole/" + managerName, "Role/" + leaderElectionRole}, userRoles...),
-			map[string][]rbacv1.Subject{metricsReaderRole: {{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}}},
+			map[string][]rbacv1.Subject{metricsReaderRole: {{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}},
+				publicConfigMapReaderRole: allAuthenticated}},
 		// No leader election: no Lease permissions.
 		{"leader election off", systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}}, append([]string{
 			"ClusterRole/" + managerName, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole, "ClusterRole/" + runtimeReaderRole,
-		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated}},
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			docs := renderChart(t, tc.ns, tc.values)
@@ -528,7 +529,11 @@ func TestChartRBAC(t *testing.T) {
 					}
 				case "RoleBinding":
 					rb := decodeInto[rbacv1.RoleBinding](t, d)
-					checkBinding(t, d, rb.RoleRef, rb.Subjects, managerSubjects(tc.ns))
+					want, ok := tc.wantSubjects[d.name()]
+					if !ok {
+						want = managerSubjects(tc.ns)
+					}
+					checkBinding(t, d, rb.RoleRef, rb.Subjects, want)
 					bound[rb.RoleRef.Kind+"/"+rb.RoleRef.Name] = true
 				case "ClusterRoleBinding":
 					crb := decodeInto[rbacv1.ClusterRoleBinding](t, d)

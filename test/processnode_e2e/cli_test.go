@@ -217,7 +217,8 @@ func TestCLIGuideFunctionOnUpstreamRuntime(t *testing.T) {
 	logsDone := make(chan error, 1)
 	go func() { logsDone <- logsCmd.Wait() }()
 	select {
-	case <-logsDone:
+	case err := <-logsDone:
+		t.Logf("logs -f: exit %d", exitCode(err))
 	case <-time.After(time.Minute):
 		t.Errorf("logs -f still running a minute after the TrainJob finished")
 	}

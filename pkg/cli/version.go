@@ -93,7 +93,7 @@ reason is on stderr, and the exit code is still 0.`,
 			if def == "" {
 				def = version.DefaultNamespace
 			}
-			fs.StringVar(&namespace, "system-namespace", def, "namespace of Trainyard (of the ConfigMap "+version.ConfigMapName+"); default $"+EnvSystemNamespace+", else "+version.DefaultNamespace)
+			fs.StringVar(&namespace, "system-namespace", def, "namespace of Trainyard, where its ConfigMap "+version.ConfigMapName+" is; $"+EnvSystemNamespace+" when set")
 			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
 		},
 		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {

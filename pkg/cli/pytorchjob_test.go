@@ -311,11 +311,11 @@ func TestWaitPyTorchJobCommand(t *testing.T) {
 
 func TestDeletePyTorchJobCommand(t *testing.T) {
 	f := pyTorchJobCluster(t)
-	code, out, errOut := f.run("delete", "pytorchjob/done", "trainjob/tj", "--kind", "pytorchjob")
+	code, _, errOut := f.run("delete", "pytorchjob/done", "trainjob/tj", "--kind", "pytorchjob")
 	if code != ExitUsage || !strings.Contains(errOut, `"trainjob/tj" is a TrainJob, but --kind says PyTorchJob`) {
 		t.Errorf("delete with a conflicting --kind: exit %d: %s", code, errOut)
 	}
-	code, out, errOut = f.run("delete", "pytorchjob/done", "tj")
+	code, out, errOut := f.run("delete", "pytorchjob/done", "tj")
 	if diff := cmp.Diff("pytorchjob done deleted\ntrainjob tj deleted\n", out); code != 0 || diff != "" {
 		t.Errorf("delete: exit %d, %s, stdout (-want +got):\n%s", code, errOut, diff)
 	}

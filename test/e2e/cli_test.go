@@ -381,3 +381,15 @@ func TestCLIQueueAndWaitTimeout(t *testing.T) {
 		t.Errorf("%d pods of a job whose queue does not exist", len(p))
 	}
 }
+
+// `trainyard version` reads the server's version from the public ConfigMap the
+// local cluster installs, as a real install's manifests do.
+func TestCLIVersion(t *testing.T) {
+	r := mustCLI(t, "", "version")
+	if !regexp.MustCompile(`(?m)^Client: \S+`).MatchString(r.stdout) {
+		t.Errorf("version: no client version:\n%s", r.stdout)
+	}
+	if !regexp.MustCompile(`(?m)^Server: \S+ \(Kubeflow Trainer API v2\.\d+\.\d+\)$`).MatchString(r.stdout) {
+		t.Errorf("version: no server version from the cluster:\n%s%s", r.stdout, r.stderr)
+	}
+}

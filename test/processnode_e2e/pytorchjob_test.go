@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,6 +336,30 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		}
 		ranks[r.rank] = replica
 		checkLossHalved(t, replica, r)
+	}
+
+	// The same job through the trainyard CLI, and the Job that
+	// `kubectl logs job/<job>-master-0` reads (examples/pytorchjob/README.md).
+	bin := buildCLI(t)
+	const ns = "pytorchjob-v1"
+	out, code := runTrainyard(t, bin, ns, "wait", "pytorchjob/"+jobName, "--timeout", "1m")
+	if code != 0 || !strings.Contains(out, "Succeeded") {
+		t.Errorf("wait pytorchjob/%s: exit %d, want 0 and Succeeded", jobName, code)
+	}
+	out, code = runTrainyard(t, bin, ns, "get", "pytorchjob/"+jobName)
+	for _, replica := range []string{"master-0", "worker-0", "worker-1"} {
+		if code != 0 || !strings.Contains(out, replica) {
+			t.Errorf("get pytorchjob/%s: exit %d, want a step %s", jobName, code, replica)
+		}
+	}
+	out, code = runTrainyard(t, bin, ns, "logs", "pytorchjob/"+jobName)
+	for _, replica := range []string{"master-0", "worker-0", "worker-1"} {
+		if code != 0 || !regexp.MustCompile(`(?m)^\[`+replica+`\]: .*MNIST_RESULT`).MatchString(out) {
+			t.Errorf("logs pytorchjob/%s: exit %d, want [%s]: lines with its result", jobName, code, replica)
+		}
+	}
+	if _, err := cs.BatchV1().Jobs(ns).Get(context.Background(), jobName+"-master-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Job kubectl logs job/%s-master-0 reads: %v", jobName, err)
 	}
 }
 

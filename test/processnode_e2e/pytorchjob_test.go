@@ -338,8 +338,9 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		checkLossHalved(t, replica, r)
 	}
 
-	// The same job through the trainyard CLI, and the Job that
-	// `kubectl logs job/<job>-master-0` reads (examples/pytorchjob/README.md).
+	// The same job through the trainyard CLI, and the Jobs that
+	// `kubectl logs job/<job>-master-0` (or -worker-<i>-0) reads
+	// (examples/pytorchjob/README.md).
 	bin := buildCLI(t)
 	const ns = "pytorchjob-v1"
 	out, code := runTrainyard(t, bin, ns, "wait", "pytorchjob/"+jobName, "--timeout", "1m")
@@ -358,8 +359,10 @@ func TestPyTorchJobV1Script(t *testing.T) {
 			t.Errorf("logs pytorchjob/%s: exit %d, want [%s]: lines with its result", jobName, code, replica)
 		}
 	}
-	if _, err := cs.BatchV1().Jobs(ns).Get(context.Background(), jobName+"-master-0", metav1.GetOptions{}); err != nil {
-		t.Errorf("the Job kubectl logs job/%s-master-0 reads: %v", jobName, err)
+	for _, j := range []string{"-master-0", "-worker-0-0", "-worker-1-0"} {
+		if _, err := cs.BatchV1().Jobs(ns).Get(context.Background(), jobName+j, metav1.GetOptions{}); err != nil {
+			t.Errorf("the Job kubectl logs job/%s%s reads: %v", jobName, j, err)
+		}
 	}
 }
 

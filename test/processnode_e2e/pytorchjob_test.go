@@ -338,9 +338,11 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		checkLossHalved(t, replica, r)
 	}
 
-	// The same job through the trainyard CLI, and the Jobs that
-	// `kubectl logs job/<job>-master-0` (or -worker-<i>-0) reads
-	// (examples/pytorchjob/README.md).
+	// The same job through the trainyard CLI, and the Job that
+	// `kubectl logs job/<job>-master-0` reads (examples/pytorchjob/README.md).
+	// Only the Master's pod and Job are sure to stay: the job succeeds with
+	// the Master, and a worker still running then is stopped (its pod, and
+	// once seen its Job, were gone by the time the CLI ran).
 	bin := buildCLI(t)
 	const ns = "pytorchjob-v1"
 	out, code := runTrainyard(t, bin, ns, "wait", "pytorchjob/"+jobName, "--timeout", "1m")
@@ -348,21 +350,15 @@ func TestPyTorchJobV1Script(t *testing.T) {
 		t.Errorf("wait pytorchjob/%s: exit %d, want 0 and Succeeded", jobName, code)
 	}
 	out, code = runTrainyard(t, bin, ns, "get", "pytorchjob/"+jobName)
-	for _, replica := range []string{"master-0", "worker-0", "worker-1"} {
-		if code != 0 || !strings.Contains(out, replica) {
-			t.Errorf("get pytorchjob/%s: exit %d, want a step %s", jobName, code, replica)
-		}
+	if code != 0 || !strings.Contains(out, "Step: master-0, Status: Succeeded") || !strings.Contains(out, "Replicas:  Master 1, Worker 2") {
+		t.Errorf("get pytorchjob/%s: exit %d, want its replicas and a step master-0 Succeeded", jobName, code)
 	}
 	out, code = runTrainyard(t, bin, ns, "logs", "pytorchjob/"+jobName)
-	for _, replica := range []string{"master-0", "worker-0", "worker-1"} {
-		if code != 0 || !regexp.MustCompile(`(?m)^\[`+replica+`\]: .*MNIST_RESULT`).MatchString(out) {
-			t.Errorf("logs pytorchjob/%s: exit %d, want [%s]: lines with its result", jobName, code, replica)
-		}
+	if code != 0 || !regexp.MustCompile(`(?m)^\[master-0\]: .*MNIST_RESULT rank=0 `).MatchString(out) {
+		t.Errorf("logs pytorchjob/%s: exit %d, want [master-0]: lines with its result", jobName, code)
 	}
-	for _, j := range []string{"-master-0", "-worker-0-0", "-worker-1-0"} {
-		if _, err := cs.BatchV1().Jobs(ns).Get(context.Background(), jobName+j, metav1.GetOptions{}); err != nil {
-			t.Errorf("the Job kubectl logs job/%s%s reads: %v", jobName, j, err)
-		}
+	if _, err := cs.BatchV1().Jobs(ns).Get(context.Background(), jobName+"-master-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Job kubectl logs job/%s-master-0 reads: %v", jobName, err)
 	}
 }
 

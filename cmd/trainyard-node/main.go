@@ -7,11 +7,15 @@
 //	trainyard-node --kubeconfig FILE --node-name NAME --state-dir DIR \
 //	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
 //	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
-//	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots]
+//	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots] [--nvidia-smi PATH]
 //
 // Every container's environment starts with what the host's software needs
 // (--host-quirks, detected from files: PET_REDIRECTS=1 PET_TEE=1 for Debian's
 // torch 1.13 on Python 3.11) and then --default-env; a container's own value wins.
+//
+// The host's NVIDIA GPUs, as nvidia-smi lists them, are the Node's
+// nvidia.com/gpu; each pod that requests some gets its own, by UUID in
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
 //
 // It needs root. SIGTERM ends every pod and removes what the agent created.
 package main
@@ -56,6 +60,7 @@ func main() {
 	var defaultEnv multiFlag
 	flag.Var(&defaultEnv, "default-env", "NAME=VALUE set in every container's environment before its own variables (a container's value wins); repeatable")
 	hostQuirks := flag.Bool("host-quirks", true, "also set what the host's software is detected to need (PET_REDIRECTS=1 PET_TEE=1 for torch 1.x on Python >= 3.11)")
+	flag.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "", "nvidia-smi that lists the GPUs the node advertises as nvidia.com/gpu (default: nvidia-smi on PATH, else "+processnode.DefaultNvidiaSMI+"; none found: no GPUs); a path given must work; "+processnode.NoNvidiaSMI+": no GPUs")
 	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
 	flag.Parse()
 	fmt.Fprintln(os.Stderr, "trainyard-node: version", version.Get())

@@ -67,6 +67,17 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cleanupStale(cfg.StateDir, logf)
+	gpuList, err := discoverGPUs(ctx, cfg.NvidiaSMI, logf)
+	if err != nil {
+		return err
+	}
+	alloc, notes, err := newGPUAllocator(filepath.Join(cfg.StateDir, gpuStateFile), gpuList)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		logf("GPUs: %s", n)
+	}
 
 	client, err := kubernetes.NewForConfig(cfg.RESTConfig)
 	if err != nil {
@@ -95,10 +106,10 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	defer func() { _ = ln.Close() }()
 	a.port = ln.Addr().(*net.TCPAddr).Port
 
-	nodeObj := nodeSpec(cfg, a.port)
+	nodeObj := nodeSpec(cfg, a.port, gpuList)
 	ctrlCtx, cancelCtrl := context.WithCancel(context.Background())
 	defer cancelCtrl()
-	p := newProvider(ctrlCtx, &cfg, client, nw, nodeObj.Status.Allocatable)
+	p := newProvider(ctrlCtx, &cfg, client, nw, nodeObj.Status.Allocatable, alloc)
 
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, time.Minute,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -210,6 +221,11 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 		return nil
 	}
+	// The pods bound to the node are listed: the GPUs recorded for pods that
+	// are gone or over are free again.
+	if listed, err := podInformer.Lister().List(labels.Everything()); err == nil {
+		p.retainGPUs(listed)
+	}
 	go func() { _ = nc.Run(ctrlCtx) }()
 	select {
 	case <-nc.Ready():
@@ -217,6 +233,9 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("node controller: %w", nc.Err())
 	case <-ctx.Done():
 		return nil
+	}
+	if err := syncNodeLabels(ctx, client, nodeObj); err != nil {
+		logf("%v", err)
 	}
 	logf("node %s registered (kubelet API on https://%s, pods on bridge %s, range %s)", cfg.NodeName,
 		net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(a.port)), cfg.Bridge, cfg.PodCIDR)

@@ -68,6 +68,10 @@ type Config struct {
 	// variables (a container's value wins): what the host's software needs to
 	// run upstream-shaped pods unchanged (see DetectHostQuirks).
 	DefaultEnv []corev1.EnvVar
+	// NvidiaSMI lists the host's GPUs (see gpu.go): default nvidia-smi on
+	// PATH, else DefaultNvidiaSMI, and no GPUs when neither is there;
+	// NoNvidiaSMI turns discovery off. A path set here must work.
+	NvidiaSMI string
 	// KeepRoots keeps each container's root directory (its working directory
 	// when it names none, see doc.go) after its pod is gone, under
 	// StateDir/kept-roots, for debugging; by default it goes with the pod.

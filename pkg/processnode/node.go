@@ -2,25 +2,37 @@ package processnode
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/trainyard/trainyard/pkg/processnode/gpus"
 )
 
 // nodeSpec is the Node the agent registers: the host's CPUs (times
-// CPUOvercommit) and memory, Ready, reachable at HostIP:port.
-func nodeSpec(cfg Config, port int) *corev1.Node {
+// CPUOvercommit), memory and GPUs (nvidia.com/gpu, with GFD's labels), Ready,
+// reachable at HostIP:port.
+func nodeSpec(cfg Config, port int, gpuList []gpus.GPU) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(float64(runtime.NumCPU())*cfg.CPUOvercommit*1000), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
 		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	if len(gpuList) > 0 {
+		capacity[gpus.Resource] = *resource.NewQuantity(int64(len(gpuList)), resource.DecimalSI)
 	}
 	lbls := map[string]string{
 		"type":                   "process",
@@ -30,6 +42,9 @@ func nodeSpec(cfg Config, port int) *corev1.Node {
 		"kubernetes.io/role":     "agent",
 		PoolLabel:                PoolProcess,
 		ProcessNodeLabel:         "true",
+	}
+	for k, v := range gpus.Labels(gpuList) {
+		lbls[k] = v
 	}
 	for k, v := range cfg.Labels {
 		lbls[k] = v
@@ -69,6 +84,31 @@ func nodeSpec(cfg Config, port int) *corev1.Node {
 			},
 		},
 	}
+}
+
+// syncNodeLabels puts the labels of node on the Node of the API server: the
+// node controller registers a new Node with them but only updates the status
+// of one that exists (the agent restarted), so a GPU found or gone since, or
+// changed --node-labels, would not show. GFD's labels the node no longer
+// has are removed; other labels are left to whoever set them.
+func syncNodeLabels(ctx context.Context, client kubernetes.Interface, node *corev1.Node) error {
+	labels := map[string]interface{}{}
+	for _, k := range []string{gpus.LabelProduct, gpus.LabelMemory, gpus.LabelCount} {
+		labels[k] = nil
+	}
+	for k, v := range node.Labels {
+		labels[k] = v
+	}
+	patch, err := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling node %s: %w", node.Name, err)
+	}
+	return nil
 }
 
 func memTotal() int64 {

@@ -40,6 +40,8 @@ type podRun struct {
 	stopCh          chan struct{}
 	done            chan struct{}
 	removeWhenDone  bool
+	// devices are the GPUs of each container that has some (allocateGPUs).
+	devices map[string][]string
 
 	sb *sandbox
 }
@@ -167,6 +169,10 @@ func (r *podRun) run(ctx context.Context) {
 			r.stop(stopDeadline, r.gracePeriod())
 		})
 		defer t.Stop()
+	}
+
+	if !r.allocateGPUs() {
+		return
 	}
 
 	// The pod's environment, volumes and sandbox; a missing ConfigMap or Secret is

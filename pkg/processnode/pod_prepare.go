@@ -29,6 +29,9 @@ func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][
 	} else {
 		ref.PodIP = r.p.cfg.HostIP
 	}
+	r.mu.Lock()
+	devices := r.devices
+	r.mu.Unlock()
 	envs, argvs := map[string][]string{}, map[string][]string{}
 	var dirs []string
 	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
@@ -41,6 +44,7 @@ func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][
 		if err != nil {
 			return nil, nil, sandboxSpec{}, fmt.Errorf("container %s: %w", c.Name, err)
 		}
+		env = visibleGPUEnv(env, devices[c.Name])
 		argv, err := CommandLine(c, env)
 		if err != nil {
 			return nil, nil, sandboxSpec{}, err

@@ -111,6 +111,7 @@ func (r *podRun) finish() {
 		sb.stop()
 		r.p.net.detach(r.uid)
 	}
+	r.releaseGPUs()
 	_ = os.RemoveAll(filepath.Join(r.dir, "shadow"))
 	r.mu.Lock()
 	if r.ip != "" {

@@ -28,6 +28,7 @@ type Provider struct {
 	net         *network
 	hosts       *hostsTable
 	allocatable corev1.ResourceList
+	gpus        *gpuAllocator
 	logf        func(string, ...interface{})
 	ctx         context.Context
 
@@ -52,9 +53,9 @@ func (s apiSources) Secret(ns, name string) (*corev1.Secret, error) {
 	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func newProvider(ctx context.Context, cfg *Config, client kubernetes.Interface, nw *network, allocatable corev1.ResourceList) *Provider {
+func newProvider(ctx context.Context, cfg *Config, client kubernetes.Interface, nw *network, allocatable corev1.ResourceList, alloc *gpuAllocator) *Provider {
 	p := &Provider{
-		cfg: cfg, client: client, net: nw, allocatable: allocatable, logf: cfg.Logf, ctx: ctx,
+		cfg: cfg, client: client, net: nw, allocatable: allocatable, gpus: alloc, logf: cfg.Logf, ctx: ctx,
 		sources: apiSources{client: client},
 		tokens: apiTokens{create: func(ctx context.Context, ns, sa string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 			return client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, tr, metav1.CreateOptions{})
@@ -149,7 +150,8 @@ func (p *Provider) forget(r *podRun) {
 // of pods that are gone, when Config.KeepRoots is set.
 const keptRootsDir = "kept-roots"
 
-// UpdatePod takes the new labels, annotations and activeDeadlineSeconds of a pod.
+// UpdatePod takes the new labels, annotations and activeDeadlineSeconds of a
+// pod; the annotation naming its GPUs stays (annotateGPUsLocked).
 func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	r := p.get(pod.Namespace, pod.Name)
 	if r == nil || r.uid != string(pod.UID) {
@@ -157,6 +159,7 @@ func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	r.mu.Lock()
 	r.pod.Labels, r.pod.Annotations = pod.Labels, pod.Annotations
+	r.annotateGPUsLocked()
 	r.pod.Spec.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds
 	r.mu.Unlock()
 	return nil

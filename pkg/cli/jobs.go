@@ -17,6 +17,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
+	"github.com/trainyard/trainyard/pkg/processnode/gpus"
 )
 
 // Pod labels and the environment variable the steps are derived from.
@@ -57,6 +58,9 @@ type Step struct {
 	// (the termination message; with terminationMessagePolicy
 	// FallbackToLogsOnError, the end of its log).
 	Message string `json:"message,omitempty"`
+	// GPUs are the UUIDs of the GPUs the step's container was given, when
+	// the node that runs it says (a process node's pod annotation).
+	GPUs []string `json:"gpus,omitempty"`
 }
 
 // String is the SDK's line for a step.
@@ -217,6 +221,7 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 			r.Status = Unknown
 		}
 		r.Device, r.DeviceCount = stepDevice(&p, container)
+		r.GPUs = stepGPUs(&p, container)
 		if p.Status.Phase == corev1.PodFailed {
 			r.Message = terminationMessage(&p, container)
 		}
@@ -240,6 +245,18 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 		steps = append(steps, r.Step)
 	}
 	return steps
+}
+
+// stepGPUs are the UUIDs of the GPUs a step's container was given, as the
+// process node that runs it names them on the pod (gpus.Annotation); none
+// from other nodes, whose device plugins do not say.
+func stepGPUs(p *corev1.Pod, container string) []string {
+	v, ok := p.Annotations[gpus.Annotation]
+	c := findContainer(p, container)
+	if !ok || c == nil {
+		return nil
+	}
+	return gpus.ParseAnnotation(v)[c.Name]
 }
 
 // stepDevice is the device and count of a step's container: from its limits

@@ -62,6 +62,25 @@ func TestSteps(t *testing.T) {
 			want: []Step{{Name: "node-0", Status: "Running", Pod: "g", Device: "gpu", DeviceCount: "4"}},
 		},
 		{
+			name: "GPUs a process node gave the step's container, from the pod's annotation",
+			pods: []corev1.Pod{
+				func() corev1.Pod {
+					p := pod("g", "node", "0", corev1.PodRunning, 0, nodeContainer(limits("nvidia.com/gpu", "2"), nproc("2")))
+					p.Annotations = map[string]string{"trainyard.io/gpus": "other=GPU-c;node=GPU-a,GPU-b"}
+					return p
+				}(),
+				func() corev1.Pod { // another container's GPUs are not the step's
+					p := pod("h", "node", "1", corev1.PodRunning, 0, nodeContainer(limits("nvidia.com/gpu", "1")))
+					p.Annotations = map[string]string{"trainyard.io/gpus": "other=GPU-c"}
+					return p
+				}(),
+			},
+			want: []Step{
+				{Name: "node-0", Status: "Running", Pod: "g", Device: "gpu", DeviceCount: "2", GPUs: []string{"GPU-a", "GPU-b"}},
+				{Name: "node-1", Status: "Running", Pod: "h", Device: "gpu", DeviceCount: "1"},
+			},
+		},
+		{
 			name: "no limits: a numeric PET_NPROC_PER_NODE still gives the count",
 			pods: []corev1.Pod{pod("p", "node", "0", corev1.PodRunning, 0, nodeContainer(corev1.ResourceRequirements{}, nproc("1")))},
 			want: []Step{{Name: "node-0", Status: "Running", Pod: "p", Device: Unknown, DeviceCount: "1"}},

@@ -315,6 +315,51 @@ func TestGetCommand(t *testing.T) {
 	}
 }
 
+// get shows under each step the GPUs a process node gave it (the pod's
+// trainyard.io/gpus annotation), and -o json lists them; steps without stay
+// as they were.
+func TestGetShowsGPUs(t *testing.T) {
+	gpuPod := func(index, uuid string) *corev1.Pod {
+		p := pod("gpu-node-0-"+index, "node", index, corev1.PodRunning, 0, nodeContainer(limits("nvidia.com/gpu", "1"), nproc("1")))
+		p.Namespace = "ns"
+		p.Labels["jobset.sigs.k8s.io/jobset-name"] = "gpu"
+		p.Annotations = map[string]string{"trainyard.io/gpus": "node=" + uuid}
+		return &p
+	}
+	noAnnotation := gpuPod("2", "")
+	noAnnotation.Annotations = nil
+	f := newFakeCluster(t, append(catalog(),
+		trainJob("gpu", trainer.TrainJobStatus{Phase: "Running", Reason: "AllNodesStarted", Message: "3/3 nodes running"}),
+		gpuPod("0", "GPU-11111111-aaaa"), gpuPod("1", "GPU-22222222-bbbb"), noAnnotation)...)
+	code, out, errOut := f.run("get", "gpu")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := "Steps:\n" +
+		"  Step: node-0, Status: Running, Devices: gpu x 1, Pod: gpu-node-0-0\n    GPUs: GPU-11111111-aaaa\n" +
+		"  Step: node-1, Status: Running, Devices: gpu x 1, Pod: gpu-node-0-1\n    GPUs: GPU-22222222-bbbb\n" +
+		"  Step: node-2, Status: Running, Devices: gpu x 1, Pod: gpu-node-0-2\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("get gpu does not end with\n%s\ngot:\n%s", want, out)
+	}
+
+	code, out, _ = f.run("get", "gpu", "-o", "json")
+	var j Job
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
+		t.Fatalf("get -o json: exit %d, %v:\n%s", code, err, out)
+	}
+	var got [][]string
+	for _, s := range j.Steps {
+		got = append(got, s.GPUs)
+	}
+	if diff := cmp.Diff([][]string{{"GPU-11111111-aaaa"}, {"GPU-22222222-bbbb"}, nil}, got); diff != "" {
+		t.Errorf("steps' gpus in -o json (-want +got):\n%s", diff)
+	}
+	if strings.Count(out, `"gpus"`) != 2 {
+		t.Errorf("-o json names gpus for a step without any:\n%s", out)
+	}
+}
+
 func TestWaitAndDeleteCommands(t *testing.T) {
 	f := newFakeCluster(t,
 		trainJob("done", trainer.TrainJobStatus{Phase: "Complete", Reason: "AllJobsCompleted",

@@ -108,7 +108,7 @@ func PrintJob(w io.Writer, j Job, now time.Time) error {
 }
 
 // writeSteps writes a job's steps, one per line as the SDK prints them, with
-// the message of a failed one.
+// the GPUs a process node gave it and the message of a failed one.
 func writeSteps(b *strings.Builder, steps []Step) {
 	if len(steps) == 0 {
 		b.WriteString("Steps:     none yet\n")
@@ -117,6 +117,9 @@ func writeSteps(b *strings.Builder, steps []Step) {
 	}
 	for _, s := range steps {
 		fmt.Fprintf(b, "  %s, Pod: %s\n", s, s.Pod)
+		if len(s.GPUs) > 0 {
+			fmt.Fprintf(b, "    GPUs: %s\n", strings.Join(s.GPUs, ","))
+		}
 		if s.Message != "" {
 			fmt.Fprintf(b, "    Message: %s\n", strings.ReplaceAll(s.Message, "\n", "\n             "))
 		}

@@ -169,6 +169,7 @@ func pyTorchJobSteps(pods []corev1.Pod) []Step {
 			r.Status = Unknown
 		}
 		r.Device, r.DeviceCount = stepDevice(p, PyTorchJobContainer)
+		r.GPUs = stepGPUs(p, PyTorchJobContainer)
 		if p.Status.Phase == corev1.PodFailed {
 			r.Message = terminationMessage(p, PyTorchJobContainer)
 		}

@@ -4,9 +4,9 @@ A small CNN (two 5x5 convolutions with 20 and 50 channels, each followed by ReLU
 and 2x2 max pooling, then fully connected layers of 500 and 10 units) on the 60,000
 training images, 2 epochs of SGD (learning rate 0.1, momentum 0.9), batches of 100
 per process, each process reading its own shard (DistributedSampler), gradients
-averaged over the gloo backend. torchrun starts the processes and sets RANK,
-WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the PET_* variables Trainyard gives
-each node.
+averaged over NCCL on a GPU (the one the node was given) or gloo on CPUs.
+torchrun starts the processes and sets RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT from the PET_* variables Trainyard gives each node.
 
 The data is not downloaded: the runtime's dataset initializer has put the raw idx
 files in ./data/FashionMNIST/raw (relative to the working directory the runtime
@@ -73,16 +73,26 @@ def report_progress(percent: int, remaining: float, loss: float) -> None:
 
 
 def main() -> None:
-    dist.init_process_group(backend="gloo")
+    # NCCL on the GPU a node was given (CUDA_VISIBLE_DEVICES: the process node
+    # and the device plugin show each pod only its own), gloo on CPUs.
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device, backend = torch.device("cuda", local_rank), "nccl"
+        torch.cuda.set_device(device)
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(f"rank {rank} of WORLD_SIZE {world} on {os.uname().nodename}, "
+    on = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"rank {rank} of WORLD_SIZE {world} on {os.uname().nodename}, device {on}, backend {backend}, "
           f"data in {os.path.abspath('./data')}, torch {torch.__version__}", flush=True)
 
     train_set = datasets.FashionMNIST("./data", train=True, download=False, transform=transforms.ToTensor())
     shard = DistributedSampler(train_set)
     batches = DataLoader(train_set, batch_size=BATCH_SIZE, sampler=shard)
 
-    model = nn.parallel.DistributedDataParallel(cnn())
+    model = cnn().to(device)
+    model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
     start = time.time()
@@ -92,6 +102,7 @@ def main() -> None:
         shard.set_epoch(epoch)
         model.train()
         for step, (images, targets) in enumerate(batches):
+            images, targets = images.to(device), targets.to(device)
             sgd.zero_grad()
             loss = F.nll_loss(model(images), targets)
             loss.backward()

@@ -63,14 +63,20 @@ func (f *fashionCLI) get(ctx context.Context, name string) (*cli.Job, error) {
 }
 
 // trainFashionMNIST: list the runtimes, train with 2 nodes of cpu=2,memory=1Gi
-// (WORLD_SIZE 4, as in the guide), wait for node-0 to run, show the steps,
+// (WORLD_SIZE 4, as in the guide), or one node per GPU where the process node
+// has GPUs (choosePlacement), wait for node-0 to run, show the steps,
 // follow the logs, wait, report the loss curve, delete.
 func trainFashionMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time.Time) int {
 	f := &fashionCLI{bin: filepath.Join(repo, "bin", "trainyard"), kubeconfig: c.Kubeconfig(), repo: repo}
 	if err := f.show(ctx, "runtimes"); err != nil {
 		return fail(err)
 	}
-	args := []string{"train", "--runtime", fashionRuntime, "--num-nodes", "2", "--resources", "cpu=2,memory=1Gi", fashionScript}
+	where, err := choosePlacement(ctx, c.Client())
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("==> %s\n", where.about)
+	args := []string{"train", "--runtime", fashionRuntime, "--num-nodes", strconv.Itoa(where.nodes), "--resources", where.resources, fashionScript}
 	fmt.Printf("==> trainyard %s\n", strings.Join(args, " "))
 	cmd := f.cmd(ctx, args...)
 	cmd.Stderr = os.Stderr

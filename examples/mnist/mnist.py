@@ -13,7 +13,9 @@ or, as kubeflow.org/v1 PyTorchJobs run their scripts, without torchrun: the
 default env:// init reads MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, which a
 PyTorchJob sets on every replica (nothing else is needed: no LOCAL_RANK):
 
-    python3 mnist.py
+    python3 mnist.py [--backend nccl]
+
+--backend nccl (the v1 examples' flag) trains on the pod's GPU, cuda:LOCAL_RANK.
 
 Every rank prints parseable lines:
 
@@ -31,6 +33,7 @@ Rank 0 reports its progress, time left and loss to the TrainJob's status server
 (ProgressReporter, standard library only) when the pod has the
 KUBEFLOW_TRAINER_SERVER_* variables; `trainyard wait` then draws a bar.
 """
+import argparse
 import os
 import sys
 import time
@@ -115,18 +118,29 @@ class ProgressReporter:
 
 
 def main():
-    dist.init_process_group("gloo")  # env://: MASTER_ADDR/PORT, RANK, WORLD_SIZE from torchrun
+    # --backend as Kubeflow's v1 mnist example takes it: nccl trains on the GPU
+    # the pod was given (cuda:LOCAL_RANK; one per process), gloo on CPUs.
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    args, _ = parser.parse_known_args()
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend)  # env://: MASTER_ADDR/PORT, RANK, WORLD_SIZE from torchrun
     rank, world = dist.get_rank(), dist.get_world_size()
+    on = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"MNIST rank={rank} world_size={world} WORLD_SIZE={os.environ.get('WORLD_SIZE')} "
           f"RANK={os.environ.get('RANK')} MASTER_ADDR={os.environ.get('MASTER_ADDR')} "
           f"MASTER_PORT={os.environ.get('MASTER_PORT')} hostname={os.uname().nodename} "
-          f"torch={torch.__version__} threads={torch.get_num_threads()}", flush=True)
+          f"torch={torch.__version__} threads={torch.get_num_threads()} backend={args.backend} "
+          f"device={on.replace(' ', '-')}", flush=True)
 
     torch.manual_seed(0)
     data = synthetic_mnist()
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(data, batch_size=BATCH, sampler=sampler)
-    model = DDP(Net())
+    model = DDP(Net().to(device), device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     progress = ProgressReporter() if rank == 0 else None
@@ -136,6 +150,7 @@ def main():
     while step < STEPS:
         sampler.set_epoch(epoch)
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -153,16 +168,16 @@ def main():
 
     first = sum(losses[:WINDOW]) / WINDOW
     last = sum(losses[-WINDOW:]) / WINDOW
-    means = torch.tensor([first, last])
+    means = torch.tensor([first, last], device=device)
     dist.all_reduce(means)
     means /= world
     # Every rank must end with rank 0's parameters (DDP keeps them in step).
-    equal = torch.tensor(1.0)
+    equal = torch.tensor(1.0, device=device)
     for p in model.parameters():
         ref = p.detach().clone()
         dist.broadcast(ref, 0)
         if not torch.allclose(ref, p.detach()):
-            equal = torch.tensor(0.0)
+            equal = torch.tensor(0.0, device=device)
     dist.all_reduce(equal, op=dist.ReduceOp.MIN)
     params_equal = bool(equal.item() == 1.0)
 

@@ -35,6 +35,10 @@ type Options struct {
 	ProcessNodes int
 	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
 	ProcessNodeBinary string
+	// ProcessNodeNvidiaSMI is the process nodes' --nvidia-smi, the program
+	// that lists the GPUs they advertise (tests give a fake one); "" leaves
+	// the agent's default, nvidia-smi if the machine has one.
+	ProcessNodeNvidiaSMI string
 	// KueueFrameworks are Kueue's integrations.frameworks; nil means DefaultKueueFrameworks.
 	KueueFrameworks []string
 	// KueueConcurrency, when positive, is the number of workers of Kueue's TrainJob

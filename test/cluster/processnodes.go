@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
@@ -36,7 +39,7 @@ func (c *Cluster) ProcessNodeStateDir(i int) string {
 }
 
 func (c *Cluster) processNodeArgs(i int) []string {
-	return []string{c.o.ProcessNodeBinary,
+	args := []string{c.o.ProcessNodeBinary,
 		"--kubeconfig=" + c.Kubeconfig(),
 		"--node-name=" + ProcessNodeName(i),
 		"--state-dir=" + c.ProcessNodeStateDir(i),
@@ -47,6 +50,10 @@ func (c *Cluster) processNodeArgs(i int) []string {
 		"--bridge=" + processnode.DefaultBridge(c.o.StateDir),
 		"--host-address=" + ProcessHostAddress,
 	}
+	if c.o.ProcessNodeNvidiaSMI != "" {
+		args = append(args, "--nvidia-smi="+c.o.ProcessNodeNvidiaSMI)
+	}
+	return args
 }
 
 // startProcessNodes starts the agents; Up waits for their Nodes to be Ready.
@@ -62,4 +69,36 @@ func (c *Cluster) startProcessNodes() error {
 		}
 	}
 	return nil
+}
+
+// RestartProcessNode stops the agent of process node i with sig and starts it
+// again with the same arguments, returning once the new agent has registered
+// the node. SIGKILL is a crash: the pods' processes die with the agent while
+// the API server still has them running, and the new agent runs them again;
+// SIGTERM lets the agent end its pods first.
+func (c *Cluster) RestartProcessNode(ctx context.Context, i int, sig syscall.Signal) error {
+	name := fmt.Sprintf("%s-%d", ProcessNode, i)
+	p, ok := c.sup.find(name)
+	if !ok {
+		return fmt.Errorf("process node %d is not running", i)
+	}
+	if err := c.sup.stop(p, sig, stopGrace); err != nil {
+		return err
+	}
+	// The new agent appends to the same log; only what it writes counts.
+	var from int64
+	if st, err := os.Stat(c.ProcessNodeLog(i)); err == nil {
+		from = st.Size()
+	}
+	if _, err := c.sup.startWith(name, c.processNodeArgs(i), false, syscall.SIGTERM); err != nil {
+		return err
+	}
+	registered := fmt.Sprintf("node %s registered", ProcessNodeName(i))
+	return c.poll(ctx, "process node "+ProcessNodeName(i)+" to register again", func() (bool, string, error) {
+		b, err := os.ReadFile(c.ProcessNodeLog(i))
+		if err != nil || int64(len(b)) < from {
+			return false, "", err
+		}
+		return strings.Contains(string(b[from:]), registered), "not yet: see " + c.ProcessNodeLog(i), nil
+	})
 }

@@ -6,7 +6,8 @@
 // a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
 // to a process node (cmd/trainyard-node), which runs torchrun in each pod's own
 // namespaces. The logs are read through the API server (kubectl logs), which reaches
-// the process node's kubelet API.
+// the process node's kubelet API. gpu_test.go gives pods the GPUs that a fake
+// nvidia-smi (testdata/nvidia-smi) lists to the process node.
 //
 // Needs root, the local cluster binaries (make cluster-tools) and Debian's
 // python3-torch (make run installs it); skipped otherwise.
@@ -68,6 +69,8 @@ func TestMain(m *testing.M) {
 		},
 		// The default, said explicitly: pytorchjob_test.go runs kubeflow.org/v1 PyTorchJobs.
 		ManagerArgs: []string{"--enable-pytorchjob=true"},
+		// Two GPUs that are not there, for gpu_test.go.
+		ProcessNodeNvidiaSMI: filepath.Join(repo, "test", "processnode_e2e", "testdata", "nvidia-smi"),
 	}
 	missing, err := cluster.MissingBinaries(o)
 	if err != nil {

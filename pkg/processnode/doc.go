@@ -53,6 +53,46 @@
 //     process ends, the rest of the group is killed. When the sandbox ends, the
 //     kernel kills whatever is left in the pod.
 //
+// # GPUs
+//
+// The agent lists the host's NVIDIA GPUs once, at start, with `nvidia-smi
+// --query-gpu=index,uuid,name,memory.total --format=csv,noheader`
+// (Config.NvidiaSMI, trainyard-node --nvidia-smi; by default nvidia-smi on
+// PATH, else /usr/local/nvidia/bin/nvidia-smi; without either the node has
+// no GPUs, as its log says; "none" turns discovery off). The Node advertises
+// them as nvidia.com/gpu, capacity and allocatable, with the labels NVIDIA's
+// GPU feature discovery sets: nvidia.com/gpu.product (the first GPU's name,
+// spaces replaced by '-'), nvidia.com/gpu.memory (its MiB) and
+// nvidia.com/gpu.count. MIG devices are not advertised: nvidia-smi lists a
+// GPU in MIG mode as one GPU, and it is given whole, which CUDA cannot use
+// without a MIG device.
+//
+// A pod's containers get distinct GPUs for the pod's life, counted as by the
+// kubelet's device manager: the pod holds the most of any init container or
+// the sum of its containers, whichever is more; each container has its own,
+// and init containers (one at a time, before them) reuse the pod's. A
+// container sees its GPUs by UUID in CUDA_VISIBLE_DEVICES and
+// NVIDIA_VISIBLE_DEVICES, set after its own environment so that its own
+// values never widen them; a container without GPUs gets
+// CUDA_VISIBLE_DEVICES empty and NVIDIA_VISIBLE_DEVICES=void. There is no
+// device cgroup: these variables are the whole isolation, and a program that
+// ignores them (or opens /dev/nvidia* itself) reaches every GPU. The pod is
+// annotated trainyard.io/gpus=<container>=<uuid>,<uuid>;… (package gpus,
+// which `trainyard get` reads). virtual-kubelet writes a pod's status by
+// updating pods/status with the provider's whole pod, whose annotations the
+// API server keeps, so the annotation goes with the status rather than in a
+// patch that the next status update would undo.
+//
+// The GPUs of each pod are recorded in StateDir/gpus.json, replaced
+// atomically at each change. A pod that ends (Succeeded, Failed, deleted)
+// frees its GPUs; an agent that stops does not (the pods have not ended for
+// the API server): the next agent gives each pod it runs again the GPUs it
+// had, none of them to another pod meanwhile, and once it has listed the pods
+// bound to its node, frees those of pods gone, finished or being deleted. A
+// pod asking for more GPUs than are free (the scheduler counts them, so only
+// when the two disagree) fails with reason UnexpectedAdmissionError, as with
+// the kubelet.
+//
 // Everything the agent writes lives in its state directory. On stop it ends every
 // pod (SIGTERM, then SIGKILL after its grace period, capped by ShutdownGrace) and
 // removes the veths and, once no other process node uses it, the bridge.
@@ -76,7 +116,7 @@
 // --limit-bytes) over HTTPS with client certificates.
 //
 // Not implemented: images and image pull policy, resource limits (no cgroups: a
-// pod may use the whole machine; so the Node advertises DefaultCPUOvercommit
+// pod may use the whole machine, GPUs are kept apart by the environment only; so the Node advertises DefaultCPUOvercommit
 // CPUs per host CPU, --cpu-overcommit, and a TrainJob asking for more CPUs than
 // the machine has runs with its pods sharing the cores), liveness and startup
 // probes and readiness probes other than tcpSocket (a running container is ready),

@@ -86,6 +86,11 @@ func run(m *testing.M) int {
 	}
 	kubeletHC = certs.client
 	stateDir := filepath.Join(dir, "state")
+	nvidiaSMI := filepath.Join(dir, "nvidia-smi")
+	if err := os.WriteFile(nvidiaSMI, []byte(fakeNvidiaSMI), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	agentStateDir = stateDir
 	bridge = processnode.DefaultBridge(stateDir)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,7 +101,7 @@ func run(m *testing.M) int {
 			NodeName: nodeName, RESTConfig: env.Config, StateDir: stateDir,
 			TLSCertFile: certs.serverCert, TLSKeyFile: certs.serverKey, ClientCAFile: certs.ca,
 			PodCIDR: "10.254.200.0/24", BackoffBase: time.Second, ShutdownGrace: 2 * time.Second,
-			DefaultEnv: nodeDefaultEnv,
+			DefaultEnv: nodeDefaultEnv, NvidiaSMI: nvidiaSMI,
 		})
 	}()
 	select {

@@ -214,9 +214,10 @@ func (a *gpuAllocator) release(uid string) error {
 	return a.retain(func(u string) bool { return u != uid })
 }
 
-// retain keeps the allotments of the pods keep names and frees the others:
-// once the agent has listed its pods, those that are gone from the API
-// server or finished while no agent ran.
+// retain keeps the allotments of the pods keep names (called with the
+// allotments locked) and frees the others: once the agent has listed its
+// pods, those that are gone from the API server or finished while no agent
+// ran.
 func (a *gpuAllocator) retain(keep func(uid string) bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -68,7 +68,8 @@ func (r *podRun) releaseGPUs() {
 // the agent has listed the pods bound to its node: pods gone from the API
 // server, finished or being deleted while no agent ran (the previous agent's
 // processes are gone; a pod being deleted is not run again). Pods this agent
-// runs keep theirs.
+// runs keep theirs: they are looked up while the allotments are held, so
+// that a pod that came after the list and got GPUs meanwhile is one of them.
 func (p *Provider) retainGPUs(listed []*corev1.Pod) {
 	keep := map[string]bool{}
 	for _, pod := range listed {
@@ -76,12 +77,17 @@ func (p *Provider) retainGPUs(listed []*corev1.Pod) {
 			keep[string(pod.UID)] = true
 		}
 	}
-	p.mu.Lock()
-	for _, r := range p.pods {
-		keep[r.uid] = true
+	running := func(uid string) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, r := range p.pods {
+			if r.uid == uid {
+				return true
+			}
+		}
+		return false
 	}
-	p.mu.Unlock()
-	if err := p.gpus.retain(func(uid string) bool { return keep[uid] }); err != nil {
+	if err := p.gpus.retain(func(uid string) bool { return keep[uid] || running(uid) }); err != nil {
 		p.logf("GPUs: %v", err)
 	}
 }

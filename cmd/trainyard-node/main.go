@@ -18,6 +18,10 @@
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
 //
 // It needs root. SIGTERM ends every pod and removes what the agent created.
+//
+// `trainyard-node gpu-check [flags] -- COMMAND...` runs the node's GPU path with
+// no API server (discovery, allocation, a GPU pod and a CPU pod in sandboxes):
+// see gpucheck.go and test/gpucheck.
 package main
 
 import (
@@ -38,6 +42,9 @@ import (
 
 func main() {
 	processnode.RunSandboxIfRequested()
+	if len(os.Args) > 1 && os.Args[1] == "gpu-check" {
+		os.Exit(gpuCheck(os.Args[2:]))
+	}
 
 	var cfg processnode.Config
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")

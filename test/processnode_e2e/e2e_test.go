@@ -65,7 +65,8 @@ func TestMain(m *testing.M) {
 		Runtimes: []string{
 			filepath.Join(repo, "runtimes", "torch-distributed.yaml"),
 			filepath.Join(repo, "runtimes", "xgboost-distributed.yaml"),
-			filepath.Join(repo, "runtimes", "mpi-distributed.yaml"), // mpi_test.go
+			filepath.Join(repo, "runtimes", "mpi-distributed.yaml"),       // mpi_test.go
+			filepath.Join(repo, "runtimes", "torch-distributed-gpu.yaml"), // gpu_test.go
 		},
 		// The default, said explicitly: pytorchjob_test.go runs kubeflow.org/v1 PyTorchJobs.
 		ManagerArgs: []string{"--enable-pytorchjob=true"},

@@ -367,3 +367,37 @@ func TestGPUAllocationSurvivesAgentRestart(t *testing.T) {
 	}
 	checkGPUNode(t, ctx)
 }
+
+// runtimes/torch-distributed-gpu.yaml, as shipped (NVIDIA's image, which the
+// process node does not pull; one GPU per node; a memory-backed /dev/shm),
+// runs a script through `trainyard train` on the process node: each node gets
+// one of the fake GPUs and one torchrun process (PET_NPROC_PER_NODE from the
+// GPUs), and both train. The host's torch has no CUDA here, so mnist.py trains
+// with gloo; on a host with GPUs the same TrainJob runs on them.
+func TestGPURuntimeRunsOnTheProcessNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const ns = "gpu-runtime"
+	createNamespace(t, ctx, ns)
+	bin := buildCLI(t)
+	out, code := runTrainyard(t, bin, ns, "train", "--runtime", "torch-distributed-gpu", "--num-nodes", "2",
+		"--env", "MNIST_STEPS=100", "--env", "EXPECT_WORLD_SIZE=2", "--env", "OMP_NUM_THREADS=1", "examples/mnist/mnist.py")
+	job := strings.TrimSpace(out)
+	if code != 0 || job == "" {
+		t.Fatalf("train: exit %d, printed %q", code, out)
+	}
+	if cond := waitFinished(t, ctx, ns, job); cond.Type != "Complete" {
+		t.Fatalf("TrainJob %s: %s/%s: %s", job, cond.Type, cond.Reason, cond.Message)
+	}
+	out, _ = runTrainyard(t, bin, ns, "logs", job)
+	for _, rank := range []string{"0", "1"} {
+		if !regexp.MustCompile(`(?m)^\[node-` + rank + `\]: .*MNIST_RESULT rank=` + rank + ` world_size=2 .* ok=True`).MatchString(out) {
+			t.Errorf("node-%s did not train (world size 2, ok)", rank)
+		}
+	}
+	out, _ = runTrainyard(t, bin, ns, "get", job)
+	got := regexp.MustCompile(`(?m)^    GPUs: (\S+)$`).FindAllStringSubmatch(out, -1)
+	if len(got) != 2 || got[0][1] == got[1][1] || !slices.Contains(fakeGPUs, got[0][1]) || !slices.Contains(fakeGPUs, got[1][1]) {
+		t.Errorf("trainyard get shows GPUs %v, want the two fake GPUs, one per node", got)
+	}
+}

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // buildCLI builds cmd/trainyard into a temporary directory.
@@ -71,6 +68,19 @@ func scriptDirs() map[string]bool {
 	return m
 }
 
+// removeNewScriptDirs removes, when the test ends, the script directories
+// that appeared during it holding script.
+func removeNewScriptDirs(t *testing.T, script string) {
+	before := scriptDirs()
+	t.Cleanup(func() {
+		for d := range scriptDirs() {
+			if _, err := os.Stat(filepath.Join(d, script)); !before[d] && err == nil {
+				_ = os.RemoveAll(d)
+			}
+		}
+	})
+}
+
 var cliResultRE = regexp.MustCompile(`^\[node-(\d)\]: .*MNIST_RESULT rank=(\d) world_size=2 steps=(\d+) .* ok=(True|False)`)
 
 // TestCLITrainMNIST is the SDK flow from a shell, training for real: `trainyard
@@ -82,17 +92,8 @@ func TestCLITrainMNIST(t *testing.T) {
 	defer cancel()
 	bin := buildCLI(t)
 	const ns = "cli-mnist"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	before := scriptDirs()
-	t.Cleanup(func() {
-		for d := range scriptDirs() {
-			if _, err := os.Stat(filepath.Join(d, "mnist.py")); !before[d] && err == nil {
-				_ = os.RemoveAll(d)
-			}
-		}
-	})
+	createNamespace(t, ctx, ns)
+	removeNewScriptDirs(t, "mnist.py")
 
 	// The environment examples/mnist/trainjob.yaml sets, and fewer steps than the
 	// script's default, which its result line must show. What Debian's torch 1.13
@@ -186,17 +187,8 @@ func TestCLIGuideFunctionOnUpstreamRuntime(t *testing.T) {
 	defer cancel()
 	bin := buildCLI(t)
 	const ns = "cli-guide"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	before := scriptDirs()
-	t.Cleanup(func() {
-		for d := range scriptDirs() {
-			if !before[d] {
-				_ = os.RemoveAll(d)
-			}
-		}
-	})
+	createNamespace(t, ctx, ns)
+	removeNewScriptDirs(t, "guide_fashion_mnist.py")
 	if _, err := os.Stat("/data"); err == nil {
 		t.Fatal("/data exists on the host before the test; the test could not tell whose it is")
 	}

@@ -123,6 +123,14 @@ func linkExists(name string) bool {
 	return err == nil
 }
 
+// createNamespace creates namespace ns of a test.
+func createNamespace(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // createMNIST creates the example's ConfigMap (from mnist.py, as its
 // kustomization does) and its TrainJob, renamed, in namespace ns.
 func createMNIST(t *testing.T, ctx context.Context, ns string, names ...string) {
@@ -143,9 +151,7 @@ func createMNIST(t *testing.T, ctx context.Context, ns string, names ...string) 
 // with examples/mnist/mnist.py.
 func createMNISTScript(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	script, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", "mnist.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -122,13 +122,6 @@ func checkOwnGPU(t *testing.T, name string, s probeSeen) {
 	}
 }
 
-func createNamespace(t *testing.T, ctx context.Context, ns string) {
-	t.Helper()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // deletePods deletes the pods of ns and waits until they are gone, so that
 // their GPUs are free for the next test.
 func deletePods(t *testing.T, ctx context.Context, ns string, names ...string) {

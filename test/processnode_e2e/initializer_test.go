@@ -210,9 +210,7 @@ func TestInitializerS3(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ns := "init-s3"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	initializer, server := buildInitializer(t)
 
 	seed := t.TempDir()

@@ -43,9 +43,7 @@ func TestMPIAllreduce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "mpi-e2e", "allreduce"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	job := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: trainer.TrainJobSpec{

@@ -46,9 +46,7 @@ func pytorchJobClient(t *testing.T) client.Client {
 // configmap) and the PyTorchJob of the example file, unchanged.
 func createPyTorchJobExample(t *testing.T, ctx context.Context, cl client.Client, ns, file string) *kubeflowv1.PyTorchJob {
 	t.Helper()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	script, err := os.ReadFile(filepath.Join(repo, "examples", "mnist", "mnist.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -28,9 +28,7 @@ func TestTrainerStatusReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "status-e2e", "report"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	script, err := os.ReadFile(filepath.Join(repo, "test", "processnode_e2e", "testdata", "status_update.py"))
 	if err != nil {
 		t.Fatal(err)

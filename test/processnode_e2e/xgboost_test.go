@@ -32,9 +32,7 @@ func TestXGBoost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const ns, job = "xgboost-e2e", "xgboost"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ctx, ns)
 	script, err := os.ReadFile(filepath.Join(repo, "examples", "xgboost", "train.py"))
 	if err != nil {
 		t.Fatal(err)

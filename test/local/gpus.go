@@ -10,11 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
+	"github.com/trainyard/trainyard/pkg/processnode/gpus"
 )
-
-// gpuResource is the extended resource the process node advertises for the
-// host's NVIDIA GPUs (pkg/processnode, from nvidia-smi).
-const gpuResource corev1.ResourceName = "nvidia.com/gpu"
 
 // placement is how make run trains the guide: where the process node has GPUs,
 // one node per GPU with `nvidia.com/gpu: 1` each, as the guide asks, so each
@@ -38,23 +35,23 @@ func choosePlacement(ctx context.Context, cl client.Client) (placement, error) {
 // placementFor decides from the process nodes' allocatable GPUs and the labels
 // NVIDIA's feature discovery sets (which the process node sets too).
 func placementFor(nodes []corev1.Node) placement {
-	gpus := 0
+	total := 0
 	var products []string
 	for _, n := range nodes {
-		q, ok := n.Status.Allocatable[gpuResource]
+		q, ok := n.Status.Allocatable[gpus.Resource]
 		if !ok || q.Value() == 0 {
 			continue
 		}
-		gpus += int(q.Value())
+		total += int(q.Value())
 		products = append(products, fmt.Sprintf("%s: %d x %s (%s MiB)", n.Name, q.Value(),
-			n.Labels["nvidia.com/gpu.product"], n.Labels["nvidia.com/gpu.memory"]))
+			n.Labels[gpus.LabelProduct], n.Labels[gpus.LabelMemory]))
 	}
-	if gpus == 0 {
+	if total == 0 {
 		return placement{nodes: 2, resources: "cpu=2,memory=1Gi",
 			about: "no GPUs on the process node (nvidia-smi found none): 2 nodes of 2 CPUs, gloo"}
 	}
 	sort.Strings(products)
-	return placement{nodes: gpus, resources: "cpu=2,memory=1Gi,gpu=1",
+	return placement{nodes: total, resources: "cpu=2,memory=1Gi,gpu=1",
 		about: fmt.Sprintf("%d GPU(s) on the process node (%s): %d node(s) of 1 GPU each, NCCL; the GPU each node gets is in `trainyard get`",
-			gpus, strings.Join(products, "; "), gpus)}
+			total, strings.Join(products, "; "), total)}
 }

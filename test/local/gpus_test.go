@@ -7,15 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainyard/trainyard/pkg/processnode/gpus"
 )
 
 func TestPlacementFor(t *testing.T) {
-	node := func(name string, gpus int64) corev1.Node {
+	node := func(name string, count int64) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.memory": "143771"}}}
+			gpus.LabelProduct: "NVIDIA-H200", gpus.LabelMemory: "143771"}}}
 		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
-		if gpus >= 0 {
-			n.Status.Allocatable[gpuResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		if count >= 0 {
+			n.Status.Allocatable[gpus.Resource] = *resource.NewQuantity(count, resource.DecimalSI)
 		}
 		return n
 	}

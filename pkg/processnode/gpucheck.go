@@ -162,12 +162,9 @@ func (g GPUCheck) runPod(ctx context.Context, pod *corev1.Pod, uuids, command []
 	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(logRel)), 0o755); err != nil {
 		return err
 	}
-	var rootRel string
-	if c.WorkingDir == "" {
-		rootRel = filepath.Join(rootsDir, c.Name)
-		if err := freshDir(filepath.Join(dir, rootRel)); err != nil {
-			return err
-		}
+	rootRel, err := prepareRoot(dir, c)
+	if err != nil {
+		return err
 	}
 	for _, kv := range env {
 		if strings.HasSuffix(strings.SplitN(kv, "=", 2)[0], "_VISIBLE_DEVICES") {

@@ -32,16 +32,10 @@ func (r *podRun) runContainer(c corev1.Container, env, argv []string) (int32, bo
 		return exitCodeStartError, true
 	}
 
-	// A container that names no working directory starts in a root of its own,
-	// empty at each run as a fresh container's image root would be: relative
-	// paths (the SDK's script.py, the guide's ./data) stay in the pod.
-	var rootRel string
-	if c.WorkingDir == "" {
-		rootRel = filepath.Join(rootsDir, c.Name)
-		if err := freshDir(filepath.Join(r.dir, rootRel)); err != nil {
-			r.terminated(c.Name, exitCodeStartError, reasonStartError, err.Error(), time.Now())
-			return exitCodeStartError, true
-		}
+	rootRel, err := prepareRoot(r.dir, &c)
+	if err != nil {
+		r.terminated(c.Name, exitCodeStartError, reasonStartError, err.Error(), time.Now())
+		return exitCodeStartError, true
 	}
 
 	id := fmt.Sprintf("%s/%d", c.Name, run)
@@ -178,6 +172,19 @@ func (r *podRun) backoff(name string) bool {
 // rootsDir holds, in a pod's directory, the root directory of each container
 // that names no working directory.
 const rootsDir = "roots"
+
+// prepareRoot gives a container that names no working directory a root of
+// its own in the pod directory, empty at each run as a fresh container's image
+// root would be, so that relative paths (the SDK's script.py, the guide's
+// ./data) stay in the pod. It returns the root relative to podDir, for the
+// sandbox's start command; "" when the container names its working directory.
+func prepareRoot(podDir string, c *corev1.Container) (string, error) {
+	if c.WorkingDir != "" {
+		return "", nil
+	}
+	rel := filepath.Join(rootsDir, c.Name)
+	return rel, freshDir(filepath.Join(podDir, rel))
+}
 
 // freshDir makes dir an empty directory.
 func freshDir(dir string) error {

@@ -7,7 +7,7 @@
 # with one set of k8s.io versions, and all the targets it owns are built by a single
 # `go build` of several main packages, so client-go, apimachinery, apiserver,
 # controller-runtime, ... compile once for all of them (a later run that adds targets
-# reuses them from GOCACHE); test/tools/etcd, test/tools/kwok and test/tools/s3server
+# reuses them from GOCACHE), kwok included; test/tools/etcd and test/tools/s3server
 # (the S3 server of the initializer tests, built only for them) build one binary each;
 # test/tools/volcano (Volcano's scheduler and controllers, built only for the local
 # cluster's --gang-scheduler=volcano) builds its two with one `go build` as well.
@@ -36,9 +36,8 @@ log=$out/build.log
 module_of() {
   case "$1" in
     etcd) echo etcd ;;
-    kwok) echo kwok ;;
     s3-server) echo s3server ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|jobset-controller|kueue-controller) echo cluster ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|jobset-controller|kueue-controller) echo cluster ;;
     volcano-scheduler|volcano-controller-manager) echo volcano ;;
     scheduler-plugins-scheduler|scheduler-plugins-controller) echo scheduler-plugins ;;
     *) echo "build.sh: unknown target $1" >&2; return 2 ;;

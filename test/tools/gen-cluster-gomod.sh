@@ -3,7 +3,8 @@
 # the envtest suites and the local cluster run (kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl) and the JobSet and Kueue controllers, so client-go,
 # apimachinery, apiserver, controller-runtime and friends resolve to one version and
-# compile once for all of them. (etcd and kwok keep their own modules: see README.md.)
+# compile once for all of them, and kwok (the fake-node controller), whose v0.8.0 builds
+# against the same k8s.io set since Kubernetes 1.36. (etcd keeps its own module: see README.md.)
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 # ./staging/...; those replaces do not apply to a dependent module, so this go.mod
@@ -13,7 +14,7 @@
 # JobSet and Kueue come at the versions the project's own go.mod requires (the API types
 # the manager is built against).
 #
-# Usage: test/tools/gen-cluster-gomod.sh 1.35.4
+# Usage: test/tools/gen-cluster-gomod.sh 1.37.2
 set -euo pipefail
 KV=${1:?kubernetes version without v, e.g. 1.35.4}
 SV=v0.${KV#1.}
@@ -21,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 JOBSET=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/jobset)
 KUEUE=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
+KWOK=v0.8.0
 cd "$here/cluster"
 MOD=$(go mod download -json "k8s.io/kubernetes@v$KV" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
 GOV=$(sed -n 's/^go //p' "$MOD")
@@ -38,6 +40,7 @@ GODEBUG_LINE=$(grep '^godebug' "$MOD" || true)
   echo "	k8s.io/kubernetes v$KV"
   echo "	sigs.k8s.io/jobset $JOBSET"
   echo "	sigs.k8s.io/kueue $KUEUE"
+  echo "	sigs.k8s.io/kwok $KWOK"
   echo ")"
   echo
   echo "replace ("
@@ -48,6 +51,7 @@ GODEBUG_LINE=$(grep '^godebug' "$MOD" || true)
   for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do echo "	k8s.io/kubernetes/cmd/$c"; done
   echo "	sigs.k8s.io/jobset"
   echo "	sigs.k8s.io/kueue/cmd/kueue"
+  echo "	sigs.k8s.io/kwok/cmd/kwok"
   echo ")"
 } > go.mod
 go mod tidy

@@ -79,7 +79,7 @@ func nodeSpec(cfg Config, port int, gpuList []gpus.GPU) *corev1.Node {
 				Architecture:            runtime.GOARCH,
 				KernelVersion:           unix.ByteSliceToString(uts.Release[:]),
 				OSImage:                 osImage(),
-				KubeletVersion:          "v1.35.4-trainyard-process-node",
+				KubeletVersion:          kubeletVersion(),
 				ContainerRuntimeVersion: "process://1",
 			},
 		},
@@ -150,3 +150,11 @@ func lookPathHost(name string) (string, error) {
 	}
 	return "", os.ErrNotExist
 }
+
+// KubernetesRelease is the Kubernetes release whose API the node speaks: the
+// k8s.io/api v0.X.Y in go.mod is Kubernetes v1.X.Y (a test keeps them equal).
+// The node reports it as its kubelet's version, so that version-skew checks
+// see a kubelet as new as the API it was built against.
+const KubernetesRelease = "v1.37.2"
+
+func kubeletVersion() string { return KubernetesRelease + "-trainyard-process-node" }

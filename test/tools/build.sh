@@ -7,7 +7,8 @@
 # with one set of k8s.io versions, and all the targets it owns are built by a single
 # `go build` of several main packages, so client-go, apimachinery, apiserver,
 # controller-runtime, ... compile once for all of them (a later run that adds targets
-# reuses them from GOCACHE), kwok included; test/tools/etcd and test/tools/s3server
+# reuses them from GOCACHE), kwok included; test/tools/kueue builds the Kueue
+# controller at its own k8s.io versions; test/tools/etcd and test/tools/s3server
 # (the S3 server of the initializer tests, built only for them) build one binary each;
 # test/tools/volcano (Volcano's scheduler and controllers, built only for the local
 # cluster's --gang-scheduler=volcano) builds its two with one `go build` as well.
@@ -37,7 +38,8 @@ module_of() {
   case "$1" in
     etcd) echo etcd ;;
     s3-server) echo s3server ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|jobset-controller|kueue-controller) echo cluster ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|jobset-controller) echo cluster ;;
+    kueue-controller) echo kueue ;;
     volcano-scheduler|volcano-controller-manager) echo volcano ;;
     scheduler-plugins-scheduler|scheduler-plugins-controller) echo scheduler-plugins ;;
     *) echo "build.sh: unknown target $1" >&2; return 2 ;;
@@ -87,8 +89,12 @@ cluster_ldflags() {
   # The controllers report (and JobSet/Kueue log) their version from these variables;
   # -X of a package a binary does not link is ignored, so one set serves every binary.
   ld="$ld -X sigs.k8s.io/jobset/pkg/version.GitVersion=$(module_version cluster sigs.k8s.io/jobset)"
-  ld="$ld -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(module_version cluster sigs.k8s.io/kueue)"
   echo "$ld"
+}
+
+# kueue_ldflags: Kueue reports (and logs) its release from this variable.
+kueue_ldflags() {
+  echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(module_version kueue sigs.k8s.io/kueue)"
 }
 
 # volcano_ldflags: Volcano's components log the release they were built from.
@@ -99,24 +105,25 @@ volcano_ldflags() {
 # Stale targets: the single-binary modules' (etcd, kwok) and the multi-binary
 # modules' (cluster; volcano and scheduler-plugins, only built for their
 # --gang-scheduler).
-stale_single=() stale_cluster=() stale_volcano=() stale_sp=()
+stale_single=() stale_cluster=() stale_kueue=() stale_volcano=() stale_sp=()
 for t in "${targets[@]}"; do
   mod=$(module_of "$t")
   fresh "$t" "$mod" && continue
   case "$mod" in
     cluster) stale_cluster+=("$t") ;;
+    kueue) stale_kueue+=("$t") ;;
     volcano) stale_volcano+=("$t") ;;
     scheduler-plugins) stale_sp+=("$t") ;;
     *) stale_single+=("$t") ;;
   esac
 done
-total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_volcano[@]} + ${#stale_sp[@]} ))
+total=$(( ${#stale_single[@]} + ${#stale_cluster[@]} + ${#stale_kueue[@]} + ${#stale_volcano[@]} + ${#stale_sp[@]} ))
 [ "$total" -gt 0 ] || exit 0
 
 start=$(date +%s)
 done_count=0
 : > "$log"
-echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_volcano[*]} ${stale_sp[*]}) (go output: ${log#"$PWD"/})" >&2
+echo "building $total tool(s) from Go modules: $(echo ${stale_single[*]} ${stale_cluster[*]} ${stale_kueue[*]} ${stale_volcano[*]} ${stale_sp[*]}) (go output: ${log#"$PWD"/})" >&2
 
 elapsed() { local s=$(( $(date +%s) - start )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 report_line() { printf '  [%d/%d] %-24s %s\n' "$done_count" "$total" "$1" "$(elapsed)" >&2; }
@@ -186,6 +193,7 @@ build_together() {
 }
 
 [ ${#stale_cluster[@]} -eq 0 ] || build_together cluster "$(cluster_ldflags)" "${stale_cluster[@]}"
+[ ${#stale_kueue[@]} -eq 0 ] || build_together kueue "$(kueue_ldflags)" "${stale_kueue[@]}"
 [ ${#stale_volcano[@]} -eq 0 ] || build_together volcano "$(volcano_ldflags)" "${stale_volcano[@]}"
 [ ${#stale_sp[@]} -eq 0 ] || build_together scheduler-plugins "$(k8s_ldflags scheduler-plugins)" "${stale_sp[@]}"
 echo "built $total tool(s) in $(elapsed)" >&2

@@ -10,7 +10,7 @@
 // logs, the kubeconfig and state.json, which records the processes so that another
 // process can stop them (DownStateDir, `local-cluster down`).
 //
-// Kueue v0.16.1 insists on reading a metrics certificate from /etc/kueue/metrics/certs
+// Kueue (v0.16.1 and v0.17.1) insists on reading a metrics certificate from /etc/kueue/metrics/certs
 // when it does not manage its own certificates. It is therefore started in a private
 // mount namespace with a tmpfs-backed overlay on /etc that holds that file; the host's
 // /etc is not touched. This needs root (CAP_SYS_ADMIN).

@@ -210,7 +210,7 @@ func (c *Cluster) writeJobSetConfig() error {
 // Kueue's configuration. manageJobsWithoutQueueName stays false: otherwise Kueue
 // would suspend every Job, JobSet and TrainJob without a queue-name label, including
 // those of tests that do not use Kueue. The trainer.kubeflow.org/trainjob integration
-// needs no feature gate in v0.16.1; it only needs the TrainJob CRD (installed before
+// needs no feature gate in v0.16.1 or v0.17.1; it only needs the TrainJob CRD (installed before
 // Kueue starts) and the JobSet API. The client's rate limit is the one Kueue's own
 // manifests ship (config/components/manager/controller_manager_config.yaml: 50 QPS,
 // burst 100, and its workers per kind), not the code's default (20, 30), and lifted

@@ -22,9 +22,11 @@ import (
 // the package directory).
 const repoRoot = "../.."
 
-// binaries are the commands with --version (version.RegisterFlag), by the
-// package go builds them from, with the name the Makefile gives each.
+// binaries are the commands with --version (version.RegisterFlag; the
+// trainyard CLI's is cobra's), by the package go builds them from, with the
+// name the Makefile gives each.
 var binaries = []struct{ pkg, name string }{
+	{"./cmd/trainyard", "trainyard"},
 	{"./cmd/trainyard-manager", "trainyard-manager"},
 	{"./cmd/trainyard-node", "trainyard-node"},
 	{"./cmd/trainyard-initializer", "trainyard-initializer"},

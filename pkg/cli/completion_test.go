@@ -30,8 +30,8 @@ func TestDynamicCompletion(t *testing.T) {
 		{[]string{"wait", "pytorchjob/"}, "pytorchjob/mnist\tPyTorchJob\n:4\n"},
 		{[]string{"get", "--kind", "pytorchjob", ""}, "mnist\tPyTorchJob\n:4\n"},
 		{[]string{"delete", "alpha", "b"}, "beta\tTrainJob Complete\n:4\n"}, // several names
-		{[]string{"events", "alpha", ""}, ":4\n"},                          // one name
-		{[]string{"-n", "other", "get", ""}, ":4\n"},                       // another namespace's
+		{[]string{"events", "alpha", ""}, ":4\n"},                           // one name
+		{[]string{"-n", "other", "get", ""}, ":4\n"},                        // another namespace's
 		{[]string{"runtimes", "torch-"}, "torch-distributed\tClusterTrainingRuntime, torch\ntorch-gpu\tClusterTrainingRuntime, torch\n:4\n"},
 		{[]string{"train", "--runtime", "m"}, "mine\tTrainingRuntime, plainml\n:4\n"},
 		{[]string{"get", "-o", ""}, "yaml\njson\n:4\n"},

@@ -57,6 +57,8 @@ anywhere on the line.`,
 	root.Flags().Bool("version", false, "print the client's version and exit")
 	root.SetVersionTemplate("{{.Version}}\n")
 	e.kube.AddFlags(root.PersistentFlags())
+	// The API clients keep no discovery cache: --cache-dir would do nothing.
+	_ = root.PersistentFlags().MarkHidden("cache-dir")
 	registerConnectionCompletions(e, root)
 	root.AddCommand(runtimesCommand(e), trainCommand(e), getCommand(e), logsCommand(e), waitCommand(e),
 		eventsCommand(e), deleteCommand(e), versionCommand(e), completionCommand(), optionsCommand())

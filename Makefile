@@ -49,11 +49,14 @@ run: cluster-tools debian-packages ## Train Fashion-MNIST for real as Kubeflow's
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and the trainyard CLI (docs/cli.md) into bin/.
+build: ## Build the manager and the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard) into bin/.
 	@# Download quietly first, so a cold build prints no `go: downloading` flood.
 	@go mod download
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard ./cmd/trainyard
+	@# The CLI as a kubectl plugin (`kubectl trainyard`), and the name kubectl runs to complete it.
+	ln -sf trainyard $(BIN)/kubectl-trainyard
+	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
 
 .PHONY: debian-packages
 debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.

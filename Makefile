@@ -18,9 +18,11 @@ GANG_SCHEDULER ?=
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-# The build's identity, stamped into the binaries (pkg/version; `trainyard version`,
-# `trainyard-manager --version`): the nearest tag, the commits since and -dirty;
-# outside a git checkout the VERSION file, else dev. Override with make VERSION=v1.2.3.
+# The build's identity, stamped into the binaries (pkg/version; `trainyard version`, and
+# `--version` of trainyard-manager, trainyard-node, trainyard-initializer, local-cluster
+# and trainyard-run, whose go builds below all pass LDFLAGS: test/binaries checks it):
+# the nearest tag, the commits since and -dirty; outside a git checkout the VERSION file,
+# else dev. Override with make VERSION=v1.2.3.
 # The build date is the last commit's (reproducible builds' SOURCE_DATE_EPOCH), so
 # that rebuilding an unchanged tree relinks nothing.
 VERSION           ?= $(shell git describe --tags --always --dirty 2>/dev/null || cat VERSION 2>/dev/null || echo dev)
@@ -38,20 +40,23 @@ help: ## List targets.
 
 .PHONY: run
 run: cluster-tools debian-packages ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-keep keeps the cluster.
-	@CGO_ENABLED=0 go build -trimpath -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
+	@CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
 	@# The process node runs the host's programs: the local runtime's initializer is this one.
 	@if [ "$$(id -u)" = 0 ]; then install -m 0755 $(BIN)/trainyard-initializer /usr/local/bin/trainyard-initializer; fi
-	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-run ./test/local
+	@CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-run ./test/local
 	$(BIN)/trainyard-run $(RUN_ARGS)
 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and the trainyard CLI (docs/cli.md) into bin/.
+build: ## Build the manager and the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard) into bin/.
 	@# Download quietly first, so a cold build prints no `go: downloading` flood.
 	@go mod download
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard ./cmd/trainyard
+	@# The CLI as a kubectl plugin (`kubectl trainyard`), and the name kubectl runs to complete it.
+	ln -sf trainyard $(BIN)/kubectl-trainyard
+	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
 
 .PHONY: debian-packages
 debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.
@@ -73,12 +78,12 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go
 
 .PHONY: cluster-up
 cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano|coscheduling adds that gang scheduler.
-	CGO_ENABLED=0 go build -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
+	CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
 	$(BIN)/local-cluster up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS) $(if $(GANG_SCHEDULER),--gang-scheduler=$(GANG_SCHEDULER))
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by cluster-up (logs stay in bin/cluster/logs).
-	CGO_ENABLED=0 go build -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
+	CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
 	$(BIN)/local-cluster down --state-dir $(CLUSTER_DIR)
 
 ##@ Generate

@@ -5,6 +5,8 @@
 // through the JobSet, the TrainJob.
 //
 // Usage: trainyard-initializer [-dest DIR] dataset|model
+//
+//	trainyard-initializer --version
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/trainyard/trainyard/pkg/initializer"
+	"github.com/trainyard/trainyard/pkg/version"
 )
 
 // terminationLog is where the kubelet reads a container's termination message
@@ -26,6 +29,7 @@ func main() {
 	dest := flag.String("dest", "", "destination directory (default: $DESTINATION, else /workspace/dataset or /workspace/model)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: %s [-dest DIR] dataset|model
+       %[1]s --version
 
 Fetches STORAGE_URI into the destination. Environment (Kubeflow Trainer's
 initializer contract, plus Trainyard's additions):
@@ -38,7 +42,11 @@ initializer contract, plus Trainyard's additions):
 `, os.Args[0], initializer.DefaultHFEndpoint)
 		flag.PrintDefaults()
 	}
+	showVersion := version.RegisterFlag(flag.CommandLine)
 	flag.Parse()
+	if showVersion.Handled(os.Stdout) {
+		return
+	}
 	if flag.NArg() != 1 || (flag.Arg(0) != string(initializer.Dataset) && flag.Arg(0) != string(initializer.Model)) {
 		flag.Usage()
 		os.Exit(2)

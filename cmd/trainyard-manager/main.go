@@ -58,7 +58,7 @@ func run() error {
 		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
 		gangSched   = flag.String("gang-scheduler-name", "", "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
-		showVersion = flag.Bool("version", false, "print the version and exit")
+		showVersion = version.RegisterFlag(flag.CommandLine)
 		wh          = webhookOptions{}
 		status      = statusOptions{}
 		leader      = leaderOptions{}
@@ -79,13 +79,10 @@ func run() error {
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	build := version.Get()
-	if *showVersion {
-		// The version alone on the first field, so that scripts (and the local
-		// cluster, test/cluster/version.go) can take it without parsing the rest.
-		fmt.Println(build)
+	if showVersion.Handled(os.Stdout) {
 		return nil
 	}
+	build := version.Get()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")
 	log.Info("Trainyard manager", "version", build.Version, "gitCommit", build.GitCommit, "buildDate", build.BuildDate, "goVersion", build.GoVersion)

@@ -8,6 +8,7 @@
 //	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
 //	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
 //	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots] [--nvidia-smi PATH]
+//	trainyard-node --version
 //
 // Every container's environment starts with what the host's software needs
 // (--host-quirks, detected from files: PET_REDIRECTS=1 PET_TEE=1 for Debian's
@@ -69,7 +70,11 @@ func main() {
 	hostQuirks := flag.Bool("host-quirks", true, "also set what the host's software is detected to need (PET_REDIRECTS=1 PET_TEE=1 for torch 1.x on Python >= 3.11)")
 	flag.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "", "nvidia-smi that lists the GPUs the node advertises as nvidia.com/gpu (default: nvidia-smi on PATH, else "+processnode.DefaultNvidiaSMI+"; none found: no GPUs); a path given must work; "+processnode.NoNvidiaSMI+": no GPUs")
 	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
+	showVersion := version.RegisterFlag(flag.CommandLine)
 	flag.Parse()
+	if showVersion.Handled(os.Stdout) {
+		return
+	}
 	fmt.Fprintln(os.Stderr, "trainyard-node: version", version.Get())
 
 	if cfg.StateDir == "" {

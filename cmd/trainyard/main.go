@@ -2,7 +2,10 @@
 // TrainerClient flow from a shell. `trainyard runtimes` lists the runtimes,
 // `trainyard train` creates a TrainJob from a script or a command, `trainyard get`,
 // `logs`, `wait` and `delete` follow it. It talks to the cluster of the current
-// kubeconfig context (--kubeconfig, --context, -n as with kubectl). See docs/cli.md.
+// kubeconfig context with kubectl's connection flags (--kubeconfig, --context, -n,
+// --as, --token, ...; `trainyard options`), completes command lines
+// (`trainyard completion bash`), and installed as kubectl-trainyard it is the
+// kubectl plugin `kubectl trainyard`. See docs/cli.md.
 package main
 
 import (

@@ -2,11 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"os"
 
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -17,21 +18,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
-// KubeFlags are kubectl's connection flags: which kubeconfig, which context and
-// which namespace.
-type KubeFlags struct {
-	Kubeconfig string
-	Context    string
-	Namespace  string
-}
-
-// AddTo registers the flags.
-func (k *KubeFlags) AddTo(fs *pflag.FlagSet) {
-	fs.StringVar(&k.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
-	fs.StringVar(&k.Context, "context", "", "kubeconfig context to use (default: the current context)")
-	fs.StringVarP(&k.Namespace, "namespace", "n", "", "namespace (default: the context's namespace, else default)")
-}
-
 // Clients talk to one cluster in one namespace.
 type Clients struct {
 	Client    client.Client
@@ -39,23 +25,51 @@ type Clients struct {
 	Namespace string
 }
 
-// Connect loads the kubeconfig as kubectl does ($KUBECONFIG, ~/.kube/config, or
-// the in-cluster service account) and picks the namespace: the flag, else the
-// context's, else the service account's in a pod, else "default", as the SDK does.
-func (k *KubeFlags) Connect() (*Clients, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.Kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.Context}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := cc.ClientConfig()
+// NewKubeFlags are kubectl's connection flags (k8s.io/cli-runtime's
+// ConfigFlags): --kubeconfig, --context, -n/--namespace, --server, --token,
+// --as, --as-group, --request-timeout, the TLS files and so on.
+func NewKubeFlags() *genericclioptions.ConfigFlags {
+	return genericclioptions.NewConfigFlags(true)
+}
+
+// RESTConfig loads the kubeconfig as kubectl does ($KUBECONFIG,
+// ~/.kube/config, or the in-cluster service account) with the flags'
+// overrides, and picks the namespace: the flag, else the context's, else the
+// service account's in a pod, else "default", as the SDK does. Unlike kubectl,
+// it does not fall back to http://localhost:8080 when there is no
+// configuration at all: that is an error.
+func RESTConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, string, error) {
+	loader := flags.ToRawKubeConfigLoader()
+	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("loading the kubeconfig: %w", err)
 	}
-	ns := k.Namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
-		}
+	if noConfiguration(flags, loader, cfg) {
+		return nil, "", fmt.Errorf("loading the kubeconfig: invalid configuration: %w", clientcmd.ErrEmptyConfig)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return cfg, ns, nil
+}
+
+// noConfiguration reports whether cfg is only cli-runtime's default (no
+// kubeconfig, no --server, not in a pod, no $KUBERNETES_MASTER).
+func noConfiguration(flags *genericclioptions.ConfigFlags, loader clientcmd.ClientConfig, cfg *rest.Config) bool {
+	if (flags.APIServer != nil && *flags.APIServer != "") || os.Getenv("KUBERNETES_MASTER") != "" ||
+		cfg.Host != clientcmd.ClusterDefaults.Server {
+		return false
+	}
+	raw, err := loader.RawConfig()
+	return err == nil && len(raw.Clusters) == 0
+}
+
+// Connect makes the clients for the flags' cluster and namespace (RESTConfig).
+func Connect(flags *genericclioptions.ConfigFlags) (*Clients, error) {
+	cfg, ns, err := RESTConfig(flags)
+	if err != nil {
+		return nil, err
 	}
 	return NewClients(cfg, ns)
 }

@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
@@ -16,22 +15,31 @@ import (
 // DefaultRuntime is the runtime `train` uses unless told otherwise, as in the SDK.
 const DefaultRuntime = "torch-distributed"
 
-func runtimesCommand() *command {
+func runtimesCommand(e *env) *cobra.Command {
 	var output string
-	return &command{
-		usage:   "[NAME] [-o yaml|json]",
-		summary: "List the runtimes a TrainJob can use (or show one), with framework, nodes and devices",
-		help: `Lists the namespace's TrainingRuntimes and the ClusterTrainingRuntimes that carry
+	cmd := &cobra.Command{
+		Use:   "runtimes [NAME] [-o yaml|json]",
+		Short: "List the runtimes a TrainJob can use (or show one), with framework, nodes and devices",
+		Long: `List the runtimes a TrainJob can use (or show one), with framework, nodes and devices.
+
+Lists the namespace's TrainingRuntimes and the ClusterTrainingRuntimes that carry
 the trainer.kubeflow.org/framework label (others are named on stderr, as the SDK
 skips them). With NAME, shows that runtime as ` + "`trainyard train --runtime NAME`" + ` finds
 it: the namespace's TrainingRuntime of that name, else the ClusterTrainingRuntime. DEVICE and DEVICE COUNT come from the limits of the runtime's node
 container (nvidia.com/gpu → gpu, google.com/tpu → tpu, nvidia.com/mig-* → mig-*,
 cpu → cpu; Unknown without limits), the count for all nodes together.
 ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
-		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+		Example: `  # The runtimes of the current namespace and the cluster's
+  trainyard runtimes
+
+  # One runtime, as train --runtime finds it, as YAML
+  trainyard runtimes torch-distributed -o yaml
+
+  # Another namespace's
+  trainyard runtimes -n team-a`,
+		ValidArgsFunction: e.completeRuntimeArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) > 1 {
 				return usagef("runtimes takes at most one runtime name, got %q", args)
 			}
@@ -74,39 +82,46 @@ ENTRYPOINT is what runs a script given to ` + "`trainyard train`" + `.`,
 			return PrintRuntimes(e.stdout, rts)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+	registerOutputCompletion(cmd)
+	return cmd
 }
 
-func trainCommand() *command {
+func trainCommand(e *env) *cobra.Command {
 	var (
 		runtimeName, resources, queue, name, image string
 		numNodes                                   int32
 		envs                                       []string
 		dryRun                                     bool
 	)
-	return &command{
-		usage:   "[flags] SCRIPT [-- SCRIPT_ARGS...] | [flags] -- COMMAND [ARGS...]",
-		summary: "Create a TrainJob that runs a local script (or a command) on N nodes",
-		help: `With SCRIPT, the file's content travels in the TrainJob's command: each node
+	cmd := &cobra.Command{
+		Use:   "train [flags] SCRIPT [-- SCRIPT_ARGS...] | [flags] -- COMMAND [ARGS...]",
+		Short: "Create a TrainJob that runs a local script (or a command) on N nodes",
+		Long: `Create a TrainJob that runs a local script (or a command) on N nodes.
+
+With SCRIPT, the file's content travels in the TrainJob's command: each node
 writes it to a temporary directory and runs it with torchrun on torch runtimes
 (torchrun reads the PET_* variables Trainyard sets, so it needs no flags) or
 python3 on others, with SCRIPT_ARGS. After --, COMMAND is the trainer's command
 as it is. With neither, the runtime's own command runs.
 
-Prints the TrainJob's name. Examples:
+Prints the TrainJob's name on stdout, and on stderr how to follow it.`,
+		Example: `  # A script on 2 nodes of 2 CPUs and 4Gi each (torchrun on torch runtimes)
   trainyard train --num-nodes 2 --resources cpu=2,memory=4Gi examples/mnist/mnist.py
+
+  # Arguments for the script after --, an environment variable for the trainer
   trainyard train --env MNIST_STEPS=100 train.py -- --lr 0.1
-  trainyard train --runtime plain-ml -- python3 -c 'print("hello")'`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&runtimeName, "runtime", DefaultRuntime, "the TrainingRuntime (this namespace) or ClusterTrainingRuntime to run on")
-			fs.Int32Var(&numNodes, "num-nodes", 0, "number of nodes (default: the runtime's)")
-			fs.StringVar(&resources, "resources", "", "resources per node, requests = limits, e.g. cpu=2,memory=4Gi,gpu=1 (gpu is nvidia.com/gpu)")
-			fs.StringArrayVar(&envs, "env", nil, "NAME=VALUE environment variable of the trainer (repeatable)")
-			fs.StringVar(&queue, "queue", "", "Kueue LocalQueue (label "+QueueLabel+")")
-			fs.StringVar(&name, "name", "", "TrainJob name (default: random, 12 characters)")
-			fs.StringVar(&image, "image", "", "trainer image (default: the runtime's)")
-			fs.BoolVar(&dryRun, "dry-run", false, "print the TrainJob as YAML instead of creating it")
-		},
-		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+
+  # A command instead of a script, on another runtime
+  trainyard train --runtime plain-ml -- python3 -c 'print("hello")'
+
+  # The TrainJob as YAML, created nowhere
+  trainyard train --dry-run --name hello --queue team-a train.py
+
+  # Keep the name to follow the job
+  job=$(trainyard train train.py) && trainyard logs -f $job`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, fs := cmd.Context(), cmd.Flags()
 			if numNodes < 0 {
 				return usagef("--num-nodes %d: must be positive", numNodes)
 			}
@@ -172,25 +187,38 @@ Prints the TrainJob's name. Examples:
 			}
 			fmt.Fprintln(e.stdout, name)
 			nsFlag := ""
-			if e.kube.Namespace != "" {
+			if e.namespaceFlag() != "" {
 				nsFlag = " -n " + cl.Namespace
 			}
-			fmt.Fprintf(e.stderr, "TrainJob %s created in namespace %s on %s %s; follow it with: trainyard%s logs -f %s\n",
-				name, cl.Namespace, rt.Kind, rt.Name, nsFlag, name)
+			fmt.Fprintf(e.stderr, "TrainJob %s created in namespace %s on %s %s; follow it with: %s%s logs -f %s\n",
+				name, cl.Namespace, rt.Kind, rt.Name, e.name, nsFlag, name)
 			return nil
 		},
 	}
+	fs := cmd.Flags()
+	fs.StringVar(&runtimeName, "runtime", DefaultRuntime, "the TrainingRuntime (this namespace) or ClusterTrainingRuntime to run on")
+	fs.Int32Var(&numNodes, "num-nodes", 0, "number of nodes (default: the runtime's)")
+	fs.StringVar(&resources, "resources", "", "resources per node, requests = limits, e.g. cpu=2,memory=4Gi,gpu=1 (gpu is nvidia.com/gpu)")
+	fs.StringArrayVar(&envs, "env", nil, "NAME=VALUE environment variable of the trainer (repeatable)")
+	fs.StringVar(&queue, "queue", "", "Kueue LocalQueue (label "+QueueLabel+")")
+	fs.StringVar(&name, "name", "", "TrainJob name (default: random, 12 characters)")
+	fs.StringVar(&image, "image", "", "trainer image (default: the runtime's)")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the TrainJob as YAML instead of creating it")
+	_ = cmd.RegisterFlagCompletionFunc("runtime", e.completeRuntimes)
+	return cmd
 }
 
-func getCommand() *command {
+func getCommand(e *env) *cobra.Command {
 	var (
 		output, runtimeName string
 		kind                kindFlag
 	)
-	return &command{
-		usage:   "[NAME | pytorchjob/NAME | --runtime RUNTIME | --kind pytorchjob] [-o yaml|json]",
-		summary: "Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs",
-		help: `STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
+	cmd := &cobra.Command{
+		Use:   "get [NAME | pytorchjob/NAME | --runtime RUNTIME | --kind pytorchjob] [-o yaml|json]",
+		Short: "Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs",
+		Long: `Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs.
+
+STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
 with its reason and message. Each step is a pod: node-<rank> for the trainer's
 nodes, with the pod's phase and its device (from the node container's limits;
 the count is PET_NPROC_PER_NODE, torchrun's processes per node, when it is a
@@ -205,12 +233,19 @@ pytorchjob: its STATUS is the v1 condition it is in (Created, Running,
 Restarting, Suspended, Succeeded, Failed), its steps are its replicas' pods,
 master-0, worker-0, ... (the pytorch container's device). With --kind
 pytorchjob and no NAME, lists the namespace's PyTorchJobs.`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
-			fs.StringVar(&runtimeName, "runtime", "", "list only the TrainJobs on this runtime")
-			kind.addTo(fs)
-		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+		Example: `  # The namespace's TrainJobs, and those on one runtime
+  trainyard get
+  trainyard get --runtime torch-distributed
+
+  # One TrainJob with its steps, as JSON
+  trainyard get my-job -o json
+
+  # A PyTorchJob, and all of the namespace's
+  trainyard get pytorchjob/mnist
+  trainyard get --kind pytorchjob`,
+		ValidArgsFunction: e.completeJobs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) > 1 {
 				return usagef("get takes at most one TrainJob name, got %q", args)
 			}
@@ -290,4 +325,10 @@ pytorchjob and no NAME, lists the namespace's PyTorchJobs.`,
 			return PrintJobs(e.stdout, jobs, time.Now())
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
+	cmd.Flags().StringVar(&runtimeName, "runtime", "", "list only the TrainJobs on this runtime")
+	kind.addTo(cmd)
+	registerOutputCompletion(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("runtime", e.completeRuntimes)
+	return cmd
 }

@@ -3,28 +3,29 @@ package cli
 // The commands that act on one job: wait, events, delete.
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
-func waitCommand() *command {
+func waitCommand(e *env) *cobra.Command {
 	var (
 		timeout, interval time.Duration
 		forStatus         string
 		kind              kindFlag
 	)
-	return &command{
-		usage:   "NAME [--for Complete] [--timeout 10m] | pytorchjob/NAME [--for Succeeded]",
-		summary: "Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress",
-		help: `Prints a line whenever the TrainJob's phase, reason or number of ready nodes
+	cmd := &cobra.Command{
+		Use:   "wait NAME [--for Complete] [--timeout 10m] | pytorchjob/NAME [--for Succeeded]",
+		Short: "Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress",
+		Long: `Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress.
+
+Prints a line whenever the TrainJob's phase, reason or number of ready nodes
 changes. By default waits for Complete: exits 0 when it is Complete, 1 when it
 Failed (with the reason and message), 3 when the timeout passes first.
 
@@ -32,20 +33,23 @@ Failed (with the reason and message), 3 when the timeout passes first.
 wait_for_job_status(status={...}): Created (the TrainJob exists and has not
 finished), Pending, Running, Suspended (status.phase), Complete, Failed. Exits 0
 as soon as the TrainJob is in any of them; 1 when it Failed and Failed is not in
-the set, or it finished in another status; 3 on timeout. Example:
-  trainyard wait my-job --for Running,Complete --timeout 5m
+the set, or it finished in another status; 3 on timeout.
 
 A PyTorchJob (pytorchjob/NAME, or NAME with --kind pytorchjob) is waited for by
 its v1 conditions: by default Succeeded (exit 1 when it Failed); --for takes
 Created, Running, Restarting, Suspended, Succeeded, Failed. A line is printed
 whenever its status, reason or number of active replicas changes.`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed (a PyTorchJob: Created, Running, Restarting, Suspended, Succeeded, Failed; default Succeeded)")
-			fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
-			fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
-			kind.addTo(fs)
-		},
-		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+		Example: `  # Until the TrainJob has finished: exit 0 when Complete, 1 when Failed, 3 after 10 minutes
+  trainyard wait my-job
+
+  # Until it runs (or has finished), for at most 5 minutes
+  trainyard wait my-job --for Running,Complete --timeout 5m
+
+  # A PyTorchJob, until it has Succeeded
+  trainyard wait pytorchjob/mnist`,
+		ValidArgsFunction: e.completeJobs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, fs := cmd.Context(), cmd.Flags()
 			if len(args) != 1 {
 				return usagef("wait takes one TrainJob name, got %q", args)
 			}
@@ -73,21 +77,34 @@ whenever its status, reason or number of active replicas changes.`,
 			return wait(ctx, cl.Client, cl.Namespace, refs[0].Name, want, timeout, interval, e.stdout)
 		},
 	}
+	fs := cmd.Flags()
+	fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed (a PyTorchJob: Created, Running, Restarting, Suspended, Succeeded, Failed; default Succeeded)")
+	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
+	kind.addTo(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("for", completeStatuses)
+	return cmd
 }
 
-func eventsCommand() *command {
+func eventsCommand(e *env) *cobra.Command {
 	var output string
-	return &command{
-		usage:   "NAME [-o yaml|json]",
-		summary: "Show the events of a TrainJob, of its JobSet and of its pods, oldest first",
-		help: `Reads the namespace's events (core/v1, as the manager and other controllers
+	cmd := &cobra.Command{
+		Use:   "events NAME [-o yaml|json]",
+		Short: "Show the events of a TrainJob, of its JobSet and of its pods, oldest first",
+		Long: `Show the events of a TrainJob, of its JobSet and of its pods, oldest first.
+
+Reads the namespace's events (core/v1, as the manager and other controllers
 write them, and events.k8s.io/v1, as the scheduler does) about the TrainJob, its JobSet (of the same
 name) and its pods (labelled jobset.sigs.k8s.io/jobset-name=NAME), oldest first,
 in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are not shown.`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
-		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+		Example: `  # Why a TrainJob is Pending
+  trainyard events my-job
+
+  # As JSON, in another namespace
+  trainyard events my-job -n team-a -o json`,
+		ValidArgsFunction: e.completeJobs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) != 1 {
 				return usagef("events takes one TrainJob name, got %q", args)
 			}
@@ -123,15 +140,29 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 			return PrintEvents(e.stdout, evs, time.Now())
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+	registerOutputCompletion(cmd)
+	return cmd
 }
 
-func deleteCommand() *command {
+func deleteCommand(e *env) *cobra.Command {
 	var kind kindFlag
-	return &command{
-		usage:   "NAME... | pytorchjob/NAME...",
-		summary: "Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them)",
-		flags:   kind.addTo,
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+	cmd := &cobra.Command{
+		Use:   "delete NAME... | pytorchjob/NAME...",
+		Short: "Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them)",
+		Long: `Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them).
+
+A bare NAME is a TrainJob, pytorchjob/NAME a PyTorchJob (or NAME with --kind
+pytorchjob); one line may name both kinds. Stops at the first job that cannot
+be deleted.`,
+		Example: `  # Two TrainJobs
+  trainyard delete my-job other-job
+
+  # A PyTorchJob
+  trainyard delete pytorchjob/mnist`,
+		ValidArgsFunction: e.completeJobs(true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) == 0 {
 				return usagef("delete takes one or more TrainJob names")
 			}
@@ -158,4 +189,6 @@ func deleteCommand() *command {
 			return nil
 		},
 	}
+	kind.addTo(cmd)
+	return cmd
 }

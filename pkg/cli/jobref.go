@@ -3,7 +3,7 @@ package cli
 import (
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -36,8 +36,9 @@ var kindNames = map[string]string{
 // TrainJob).
 type kindFlag struct{ kind string }
 
-func (k *kindFlag) addTo(fs *pflag.FlagSet) {
-	fs.StringVar(&k.kind, "kind", "", "kind of the jobs named without KIND/: trainjob (default) or pytorchjob")
+func (k *kindFlag) addTo(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&k.kind, "kind", "", "kind of the jobs named without KIND/: trainjob (default) or pytorchjob")
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]cobra.Completion{"trainjob", "pytorchjob"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // parse resolves the flag: the kind, or TrainJob when it is not set.

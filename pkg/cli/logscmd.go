@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,17 +20,19 @@ import (
 	"github.com/trainyard/trainyard/pkg/cli/logs"
 )
 
-func logsCommand() *command {
+func logsCommand(e *env) *cobra.Command {
 	var (
 		follow bool
 		node   int
 		step   string
 		kind   kindFlag
 	)
-	return &command{
-		usage:   "NAME [-f] [--node N | --step STEP] | pytorchjob/NAME [-f] [--step REPLICA]",
-		summary: "Print the logs of a TrainJob's nodes (or a PyTorchJob's replicas), each line prefixed with [node-N]: ([master-0]:)",
-		help: `Without -f, prints what every node (or node N) has logged so far, node by node.
+	cmd := &cobra.Command{
+		Use:   "logs NAME [-f] [--node N | --step STEP] | pytorchjob/NAME [-f] [--step REPLICA]",
+		Short: "Print the logs of a TrainJob's nodes (or a PyTorchJob's replicas), each line prefixed with [node-N]: ([master-0]:)",
+		Long: `Print the logs of a TrainJob's nodes (or a PyTorchJob's replicas), each line prefixed with [node-N]: ([master-0]:).
+
+Without -f, prints what every node (or node N) has logged so far, node by node.
 With -f, follows every node while the TrainJob runs, including pods that start
 later and containers that restart, and returns once the TrainJob has finished
 and the logs have ended.
@@ -45,13 +47,21 @@ every replica's pytorch container, each line prefixed with the replica as v1
 named its pods, [master-0]:, [worker-0]:, [worker-1]:; --step master-0 (or
 worker-N) only that replica. With -f, until the PyTorchJob has Succeeded or
 Failed.`,
-		flags: func(fs *pflag.FlagSet) {
-			fs.BoolVarP(&follow, "follow", "f", false, "follow the logs until the TrainJob finishes")
-			fs.IntVar(&node, "node", -1, "only the node of this rank; -1 means every node")
-			fs.StringVar(&step, "step", "", "only this step: node-N, dataset-initializer or model-initializer (see `trainyard get NAME`); of a PyTorchJob, a replica: master-0, worker-N")
-			kind.addTo(fs)
-		},
-		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+		Example: `  # Every node's logs so far
+  trainyard logs my-job
+
+  # Follow them until the TrainJob has finished
+  trainyard logs -f my-job
+
+  # Only node 1, or only the dataset initializer
+  trainyard logs my-job --step node-1
+  trainyard logs my-job --step dataset-initializer
+
+  # A PyTorchJob's worker 0
+  trainyard logs pytorchjob/mnist --step worker-0`,
+		ValidArgsFunction: e.completeJobs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, fs := cmd.Context(), cmd.Flags()
 			if len(args) != 1 {
 				return usagef("logs takes one TrainJob name, got %q", args)
 			}
@@ -127,6 +137,12 @@ Failed.`,
 			return ctx.Err()
 		},
 	}
+	fs := cmd.Flags()
+	fs.BoolVarP(&follow, "follow", "f", false, "follow the logs until the TrainJob finishes")
+	fs.IntVar(&node, "node", -1, "only the node of this rank; -1 means every node")
+	fs.StringVar(&step, "step", "", "only this step: node-N, dataset-initializer or model-initializer (see 'trainyard get NAME'); of a PyTorchJob, a replica: master-0, worker-N")
+	kind.addTo(cmd)
+	return cmd
 }
 
 // pyTorchJobLogs prints (with follow, follows until the job has finished) the

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"os"
+	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // Exit codes of Main.
@@ -38,104 +40,90 @@ func usagef(format string, args ...interface{}) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// errNoCommand: the command line names no command.
+var errNoCommand = errors.New("no command")
+
 // env is what a command runs with.
 type env struct {
-	kube   KubeFlags
+	// kube are the connection flags.
+	kube *genericclioptions.ConfigFlags
+	// name is the program as the usage lines call it: "trainyard", or
+	// "kubectl trainyard" when run as a kubectl plugin (ProgramName).
+	name   string
 	stdout io.Writer
 	stderr io.Writer
-	// connect is KubeFlags.Connect; tests replace it.
+	// connect is Connect(kube); tests replace it.
 	connect func() (*Clients, error)
 }
 
-// command is a subcommand: its flags and what it does with its arguments.
-type command struct {
-	usage   string // after "trainyard <name> "
-	summary string
-	help    string
-	flags   func(fs *pflag.FlagSet)
-	run     func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error
+// namespaceFlag is -n's value, "" when it was not given.
+func (e *env) namespaceFlag() string {
+	if e.kube == nil || e.kube.Namespace == nil {
+		return ""
+	}
+	return *e.kube.Namespace
 }
 
-func commands() map[string]*command {
-	return map[string]*command{
-		"runtimes": runtimesCommand(),
-		"train":    trainCommand(),
-		"get":      getCommand(),
-		"logs":     logsCommand(),
-		"wait":     waitCommand(),
-		"delete":   deleteCommand(),
-		"events":   eventsCommand(),
-		"version":  versionCommand(),
+// ProgramName is how the usage lines call the program run as argv0:
+// "kubectl trainyard" for the kubectl plugin kubectl-trainyard and for its
+// completion helper kubectl_complete-trainyard (kubectl's plugin naming:
+// kubectl-a-b is `kubectl a b`, kubectl-a_b `kubectl a-b`), "trainyard"
+// otherwise.
+func ProgramName(argv0 string) string {
+	base := strings.TrimSuffix(filepath.Base(argv0), ".exe")
+	plugin, ok := strings.CutPrefix(base, kubectlCompletePrefix)
+	if !ok {
+		plugin, ok = strings.CutPrefix(base, "kubectl-")
 	}
+	if !ok || plugin == "" {
+		return "trainyard"
+	}
+	return "kubectl " + strings.ReplaceAll(strings.ReplaceAll(plugin, "-", " "), "_", "-")
 }
+
+// kubectlCompletePrefix starts the name of the program that kubectl (1.26
+// and later) runs to complete a plugin's command line: it is given the
+// arguments of cobra's __complete.
+const kubectlCompletePrefix = "kubectl_complete-"
 
 // Main runs the command line args (without the program name) and returns the
-// exit code.
+// exit code. The usage lines call the program as ProgramName(os.Args[0]) does;
+// run as kubectl_complete-trainyard, Main completes args for kubectl.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr}
-	e.connect = e.kube.Connect
+	e := &env{kube: NewKubeFlags(), name: ProgramName(os.Args[0]), stdout: stdout, stderr: stderr}
+	e.connect = func() (*Clients, error) { return Connect(e.kube) }
+	if strings.HasPrefix(filepath.Base(os.Args[0]), kubectlCompletePrefix) {
+		args = append([]string{cobra.ShellCompRequestCmd}, args...)
+	}
 	return run(ctx, e, args)
 }
 
+// run runs the command line on the commands of newRootCommand and maps what
+// they return to the exit code, printing the error.
 func run(ctx context.Context, e *env, args []string) int {
-	cmds := commands()
-	global := pflag.NewFlagSet("trainyard", pflag.ContinueOnError)
-	global.SetInterspersed(false)
-	global.SetOutput(io.Discard)
-	e.kube.AddTo(global)
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			printUsage(e.stdout, cmds, global)
-			return ExitOK
-		}
-		fmt.Fprintf(e.stderr, "error: %v\n\n", err)
-		printUsage(e.stderr, cmds, global)
-		return ExitUsage
+	if e.kube == nil {
+		e.kube = NewKubeFlags()
 	}
-	rest := global.Args()
-	if len(rest) == 0 || rest[0] == "help" {
-		if len(rest) > 1 {
-			if c, ok := cmds[rest[1]]; ok {
-				printCommandUsage(e.stdout, rest[1], c, commandFlags(rest[1], c, global))
-				return ExitOK
-			}
-		}
-		w := e.stdout
-		if len(rest) == 0 {
-			w = e.stderr
-		}
-		printUsage(w, cmds, global)
-		if len(rest) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
+	if e.name == "" {
+		e.name = "trainyard"
 	}
-	name := rest[0]
-	c, ok := cmds[name]
-	if !ok {
-		fmt.Fprintf(e.stderr, "error: unknown command %q\n\n", name)
-		printUsage(e.stderr, cmds, global)
-		return ExitUsage
+	root := newRootCommand(e)
+	if args == nil {
+		args = []string{} // cobra reads os.Args when given nil
 	}
-	fs := commandFlags(name, c, global)
-	if err := fs.Parse(rest[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			printCommandUsage(e.stdout, name, c, fs)
-			return ExitOK
-		}
-		fmt.Fprintf(e.stderr, "error: %v\n\n", err)
-		printCommandUsage(e.stderr, name, c, fs)
-		return ExitUsage
-	}
-	err := c.run(ctx, e, fs, fs.Args())
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
 	var ue usageError
 	var failed *JobFailedError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, errNoCommand):
+		root.SetOut(e.stderr)
+		_ = root.Help()
+		return ExitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "error: %v\n\n", err)
-		printCommandUsage(e.stderr, name, c, fs)
+		fmt.Fprintf(e.stderr, "error: %v\n\n%s", err, cmd.UsageString())
 		return ExitUsage
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return ExitInterrupted
@@ -148,56 +136,4 @@ func run(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stderr, "error: %v\n", err)
 	return ExitFailed
-}
-
-// commandFlags are the command's flags and the global ones, which may be given
-// anywhere on the line, as with kubectl.
-func commandFlags(name string, c *command, global *pflag.FlagSet) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("trainyard "+name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if c.flags != nil {
-		c.flags(fs)
-	}
-	fs.AddFlagSet(global)
-	return fs
-}
-
-func printUsage(w io.Writer, cmds map[string]*command, global *pflag.FlagSet) {
-	var b strings.Builder
-	b.WriteString("trainyard runs distributed training on Kubernetes: TrainJobs on (Cluster)TrainingRuntimes.\n\n")
-	b.WriteString("Usage:\n  trainyard [global flags] <command> [flags] [args]\n\nCommands:\n")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&b, "  %-9s %s\n", n, cmds[n].summary)
-	}
-	b.WriteString("\nGlobal flags (anywhere on the line):\n")
-	b.WriteString(global.FlagUsages())
-	b.WriteString("\n`trainyard help <command>` or `trainyard <command> -h` describes a command.\n")
-	_, _ = io.WriteString(w, b.String())
-}
-
-func printCommandUsage(w io.Writer, name string, c *command, fs *pflag.FlagSet) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nUsage:\n  trainyard %s %s\n", c.summary, name, c.usage)
-	if c.help != "" {
-		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(c.help))
-	}
-	own := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	global := pflag.NewFlagSet("global", pflag.ContinueOnError)
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name == "kubeconfig" || f.Name == "context" || f.Name == "namespace" {
-			global.AddFlag(f)
-		} else {
-			own.AddFlag(f)
-		}
-	})
-	if own.HasFlags() {
-		fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
-	}
-	fmt.Fprintf(&b, "\nGlobal flags:\n%s", global.FlagUsages())
-	_, _ = io.WriteString(w, b.String())
 }

@@ -55,7 +55,7 @@ func (f *fakeCluster) run(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	e := &env{stdout: &out, stderr: &errOut}
 	e.connect = func() (*Clients, error) {
-		ns := e.kube.Namespace
+		ns := e.namespaceFlag()
 		if ns == "" {
 			ns = "ns"
 		}

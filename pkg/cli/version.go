@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,26 +77,27 @@ func PrintVersions(w io.Writer, v Versions) error {
 	return err
 }
 
-func versionCommand() *command {
+func versionCommand(e *env) *cobra.Command {
 	var output, namespace string
-	return &command{
-		usage:   "[--system-namespace NS] [-o yaml|json]",
-		summary: "Print the version of this trainyard and of the cluster's Trainyard",
-		help: `The client's version is this binary's build. The server's comes from the
+	cmd := &cobra.Command{
+		Use:   "version [--system-namespace NS] [-o yaml|json]",
+		Short: "Print the version of this trainyard and of the cluster's Trainyard",
+		Long: `Print the version of this trainyard and of the cluster's Trainyard.
+
+The client's version is this binary's build. The server's comes from the
 ConfigMap ` + version.ConfigMapName + ` that the manifests install in Trainyard's
 namespace (Kubeflow Trainer publishes the same one, which Kubeflow's SDK reads):
 its ` + version.TrainyardVersionKey + ` and ` + version.KubeflowTrainerVersionKey + `. When it cannot be read
 (no cluster, no Trainyard, no permission), the server's version is unknown, the
-reason is on stderr, and the exit code is still 0.`,
-		flags: func(fs *pflag.FlagSet) {
-			def := os.Getenv(EnvSystemNamespace)
-			if def == "" {
-				def = version.DefaultNamespace
-			}
-			fs.StringVar(&namespace, "system-namespace", def, "namespace of Trainyard, where its ConfigMap "+version.ConfigMapName+" is; $"+EnvSystemNamespace+" when set")
-			fs.StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
-		},
-		run: func(ctx context.Context, e *env, _ *pflag.FlagSet, args []string) error {
+reason is on stderr, and the exit code is still 0. ` + "`trainyard --version`" + ` prints
+the client's version alone, as the other Trainyard binaries' --version do.`,
+		Example: `  # This CLI's build and the cluster's Trainyard
+  trainyard version
+
+  # Both as JSON, Trainyard installed in another namespace
+  trainyard version --system-namespace ml-system -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) > 0 {
 				return usagef("version takes no arguments, got %q", args)
 			}
@@ -117,4 +118,12 @@ reason is on stderr, and the exit code is still 0.`,
 			return PrintVersions(e.stdout, v)
 		},
 	}
+	def := os.Getenv(EnvSystemNamespace)
+	if def == "" {
+		def = version.DefaultNamespace
+	}
+	cmd.Flags().StringVar(&namespace, "system-namespace", def, "namespace of Trainyard, where its ConfigMap "+version.ConfigMapName+" is; $"+EnvSystemNamespace+" when set")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
+	registerOutputCompletion(cmd)
+	return cmd
 }

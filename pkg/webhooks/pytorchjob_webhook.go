@@ -40,8 +40,10 @@ func (PyTorchJobDefaulter) Default(_ context.Context, job *kubeflowv1.PyTorchJob
 
 // PyTorchJobValidator rejects PyTorchJobs with training-operator v1.9's rules
 // (legacy.Validate), the very checks the controller runs, which puts the same
-// field errors in the job's status when webhooks are off. Deprecated fields
-// come back as admission warnings, which kubectl prints.
+// field errors in the job's status when webhooks are off. Deprecated fields,
+// and fields Trainyard accepts but ignores (legacy.Ignored: the HPA metrics of
+// spec.elasticPolicy.metrics), come back as admission warnings, which kubectl
+// prints.
 type PyTorchJobValidator struct{}
 
 var _ admission.Validator[*kubeflowv1.PyTorchJob] = PyTorchJobValidator{}
@@ -49,6 +51,7 @@ var _ admission.Validator[*kubeflowv1.PyTorchJob] = PyTorchJobValidator{}
 // ValidateCreate implements admission.Validator.
 func (PyTorchJobValidator) ValidateCreate(_ context.Context, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
 	warnings, errs := legacy.Validate(nil, job)
+	warnings = append(warnings, legacy.Ignored(job)...)
 	return warnings, invalid(kubeflowv1.GroupVersion.WithKind(kubeflowv1.PyTorchJobKind).GroupKind(), job.Name, errs)
 }
 
@@ -58,6 +61,7 @@ func (PyTorchJobValidator) ValidateCreate(_ context.Context, job *kubeflowv1.PyT
 // or deleted; the controller has already marked it Failed.
 func (PyTorchJobValidator) ValidateUpdate(_ context.Context, oldJob, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
 	warnings, errs := legacy.Validate(oldJob, job)
+	warnings = append(warnings, legacy.Ignored(job)...)
 	if !job.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(oldJob.Spec, job.Spec) {
 		return warnings, nil
 	}

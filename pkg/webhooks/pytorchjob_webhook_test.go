@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,6 +128,17 @@ func causes(t *testing.T, err error) []metav1.StatusCause {
 	return err.(apierrors.APIStatus).Status().Details.Causes
 }
 
+// withMetrics gives the job an elastic policy that scales the workers on CPU
+// use, as v1's HPA would have.
+func withMetrics(j *kubeflowv1.PyTorchJob) {
+	j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](4),
+		Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}}}
+}
+
+const metricsIgnored = "spec.elasticPolicy.metrics is ignored: Trainyard creates no HorizontalPodAutoscaler, " +
+	"so the workers are not scaled by these metrics and stay at spec.pytorchReplicaSpecs[Worker].replicas"
+
 func TestPyTorchJobValidator(t *testing.T) {
 	containers := "spec.pytorchReplicaSpecs[Worker].template.spec.containers"
 	cases := map[string]struct {
@@ -151,6 +163,28 @@ func TestPyTorchJobValidator(t *testing.T) {
 				j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{NProcPerNode: ptr.To[int32](2)}
 			}),
 			wantWarnings: []string{"spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"},
+		},
+		"elasticPolicy.metrics: accepted, with a warning that no HPA is created": {
+			job:          pytorchJob(withMetrics),
+			wantWarnings: []string{metricsIgnored},
+		},
+		"elasticPolicy without metrics: no warning": {
+			job: pytorchJob(func(j *kubeflowv1.PyTorchJob) {
+				j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](2)}
+			}),
+		},
+		"update: elasticPolicy.metrics is warned about on every update": {
+			old: pytorchJob(withMetrics),
+			job: pytorchJob(withMetrics, func(j *kubeflowv1.PyTorchJob) {
+				j.Spec.PyTorchReplicaSpecs["Worker"].Replicas = ptr.To[int32](3)
+			}),
+			wantWarnings: []string{metricsIgnored},
+		},
+		"update: an invalid job with metrics gets both": {
+			old:          pytorchJob(withMetrics),
+			job:          pytorchJob(withMetrics, func(j *kubeflowv1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Master"].Replicas = ptr.To[int32](2) }),
+			wantCauses:   []metav1.StatusCause{{Type: metav1.CauseTypeForbidden, Message: "Forbidden: must be 1", Field: "spec.pytorchReplicaSpecs[Master].replicas"}},
+			wantWarnings: []string{metricsIgnored},
 		},
 		"update: managedBy is immutable": {
 			old: pytorchJob(),

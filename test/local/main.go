@@ -15,7 +15,7 @@
 // torch-distributed) instead and streams its logs. It exits 0 once the TrainJob
 // is Complete, non-zero with the TrainJob's reason otherwise.
 //
-// Usage: go run ./test/local [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+// Usage: go run ./test/local [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster] (or --version)
 // (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods
 // run the host's torchrun and torchvision (Debian's python3-torch and
 // python3-torchvision, which `make run` installs, with dataset-fashion-mnist) and
@@ -51,6 +51,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
+	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/cluster"
 )
 
@@ -66,7 +67,11 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the cluster running afterwards (stop it with `make cluster-down`)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "give up after this long")
 	stateDir := flag.String("state-dir", "", "state directory of the cluster (default: bin/cluster in the repository)")
+	showVersion := version.RegisterFlag(flag.CommandLine)
 	flag.Parse()
+	if showVersion.Handled(os.Stdout) {
+		return
+	}
 	os.Exit(run(*quick, *keep, *timeout, *stateDir))
 }
 

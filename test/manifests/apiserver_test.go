@@ -196,9 +196,11 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("chart", func(t *testing.T) {
 		helmBin(t)
-		s.dryRun(t, "chart, default values", renderChart(t, systemNamespace, nil, "--api-versions", runtimeAPI))
-		s.dryRun(t, "chart, non-default values", renderChart(t, nonDefaultNamespace, nonDefaultValues(), "--api-versions", runtimeAPI))
-		s.dryRun(t, "chart, crds.enabled=false", renderChart(t, systemNamespace, map[string]any{"crds": map[string]any{"enabled": false}}))
+		s.dryRun(t, "chart, default values", renderChart(t, systemNamespace, nil))
+		s.dryRun(t, "chart, non-default values", renderChart(t, nonDefaultReleaseNamespace, nonDefaultValues()))
+		s.dryRun(t, "chart, runtime images", renderChart(t, systemNamespace, map[string]any{"runtimes": map[string]any{"catalog": map[string]any{
+			"mpi-distributed": map[string]any{"image": "registry.internal/openmpi:1", "images": map[string]any{"launcher/ssh-key": "registry.internal/debian:bookworm-slim"}},
+		}}}))
 	})
 
 	// Last, as it deletes Trainyard's CRDs.
@@ -210,13 +212,18 @@ func TestAgainstAPIServer(t *testing.T) {
 // helmLifecycle installs the chart for real into a cluster without Trainyard's
 // CRDs, as a platform team would, and checks the parts of the install story
 // that a dry run cannot show:
-//   - the first install succeeds although the chart creates the CRDs (the
-//     runtimes are deferred) and no manager ever runs (nothing waits for it);
-//   - `helm upgrade` then creates the runtimes although the webhook
-//     configurations are in place and nothing serves them: the runtime
+//   - the first `helm install -n <ns> --create-namespace` creates the CRDs
+//     (from crds/), the manager's objects in the release namespace, and the
+//     whole runtime catalog, although no manager ever runs: the runtime
 //     webhooks skip the chart's runtimes (and do reject other runtimes);
-//   - `helm uninstall` removes everything but the CRDs (kept), and leaves no
-//     finalizers behind: deleting a CRD then deletes its TrainJobs at once.
+//   - the documented CRD upgrade (`helm show crds | kubectl apply
+//     --server-side --force-conflicts`) and `helm upgrade` work;
+//   - `helm uninstall` removes everything but the CRDs and the namespace it did
+//     not create, and leaves no finalizers behind: deleting a CRD then deletes
+//     its TrainJobs at once;
+//   - with namespace.create, the chart owns its namespace, and an upgrade that
+//     would delete it (as upgrading a release of chart 0.1.0, which created
+//     trainyard-system by default, with the new defaults would) is refused.
 func helmLifecycle(t *testing.T, s *apiServer) {
 	helm := helmBin(t)
 	const ns = "trainyard-helm"
@@ -252,34 +259,28 @@ func helmLifecycle(t *testing.T, s *apiServer) {
 		out := s.mustRun(t, nil, "api-resources", "--api-group=trainer.kubeflow.org", "-o", "name", "--cached=false")
 		return strings.TrimSpace(out) != ""
 	}
+	runtimes := func() int {
+		t.Helper()
+		out := s.mustRun(t, nil, "get", "clustertrainingruntimes", "-l", "app.kubernetes.io/instance="+chartRelease, "-o", "name")
+		return len(strings.Fields(out))
+	}
 
 	// A cluster without Trainyard.
 	s.mustRun(t, nil, append([]string{"delete", "crd", "--wait", "--timeout=60s"}, crds...)...)
 	eventually("the API server no longer serves trainer.kubeflow.org", func() bool { return !served() })
 
-	values := []string{"--namespace", "default", "--set", "namespace.name=" + ns}
-	out := helmRun(append([]string{"install", chartRelease, chartDir}, values...)...)
-	if !strings.Contains(out, "The runtime catalog is not installed yet") {
-		t.Errorf("the notes of the first install do not say that the runtimes come with the next upgrade:\n%s", out)
+	out := helmRun("install", chartRelease, chartDir, "--namespace", ns, "--create-namespace")
+	if !strings.Contains(out, "kubectl get clustertrainingruntimes") {
+		t.Errorf("the notes of the first install do not show how to list the runtimes:\n%s", out)
 	}
 	s.mustRun(t, nil, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, prefixAll("crd/", crds)...)...)
-	if out := s.mustRun(t, nil, "get", "clustertrainingruntimes", "-o", "name"); strings.TrimSpace(out) != "" {
-		t.Errorf("runtimes after the first install, which created the CRDs: %s", out)
+	if n := runtimes(); n != len(catalog) {
+		t.Errorf("after the first helm install: %d runtimes, want %d", n, len(catalog))
 	}
 	for _, obj := range []string{"deployment/trainyard-manager", "service/trainyard-webhook", "secret/trainyard-webhook-cert"} {
 		s.mustRun(t, nil, "get", "-n", ns, obj)
 	}
 	s.mustRun(t, nil, "get", "validatingwebhookconfiguration/"+validatingWebhookName, "mutatingwebhookconfiguration/"+mutatingWebhookName)
-
-	eventually("the API server serves trainer.kubeflow.org", served)
-	out = helmRun(append([]string{"upgrade", chartRelease, chartDir, "--reuse-values"}, values...)...)
-	if strings.Contains(out, "not installed yet") {
-		t.Errorf("the notes of the upgrade still say that the runtimes are not installed:\n%s", out)
-	}
-	out = s.mustRun(t, nil, "get", "clustertrainingruntimes", "-l", "app.kubernetes.io/instance="+chartRelease, "-o", "name")
-	if n := len(strings.Fields(out)); n != len(catalog) {
-		t.Errorf("after helm upgrade: %d runtimes, want %d:\n%s", n, len(catalog), out)
-	}
 	// Without the label, a runtime goes to the webhook, which nothing serves.
 	probe := []byte(`{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
  "metadata": {"name": "webhook-probe"},
@@ -290,18 +291,53 @@ func helmLifecycle(t *testing.T, s *apiServer) {
 		t.Errorf("creating a runtime without %s=disabled while no manager serves the webhook: error %v, want one from the webhook vclustertrainingruntime.trainer.kubeflow.org", webhookValidationLabel, err)
 	}
 
-	helmRun("uninstall", chartRelease, "--namespace", "default")
+	// The upgrade: the CRDs first, as docs/install.md says, then the release
+	// (one runtime turned off).
+	crdStream, err := runHelm(t, "show", "crds", chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = s.mustRun(t, crdStream, "apply", "--server-side", "--force-conflicts", "-f", "-")
+	if n := strings.Count(out, "serverside-applied"); n != len(crds) {
+		t.Errorf("helm show crds | kubectl apply: %d CRDs applied, want %d:\n%s", n, len(crds), out)
+	}
+	helmRun("upgrade", chartRelease, chartDir, "--namespace", ns, "--reuse-values", "--set", "runtimes.catalog.plain-ml.enabled=false")
+	if n := runtimes(); n != len(catalog)-1 {
+		t.Errorf("after helm upgrade with runtimes.catalog.plain-ml.enabled=false: %d runtimes, want %d", n, len(catalog)-1)
+	}
+
+	helmRun("uninstall", chartRelease, "--namespace", ns)
 	for _, kind := range []string{"clustertrainingruntimes", "clusterroles,clusterrolebindings", "validatingwebhookconfigurations,mutatingwebhookconfigurations"} {
 		out := s.mustRun(t, nil, "get", kind, "-l", "app.kubernetes.io/instance="+chartRelease, "-o", "name")
 		if strings.TrimSpace(out) != "" {
 			t.Errorf("left after helm uninstall: %s", out)
 		}
 	}
+	// The release namespace stays, as Helm, not the chart, created it.
+	if out := s.mustRun(t, nil, "get", "namespace", ns, "-o", "jsonpath={.metadata.deletionTimestamp}"); strings.TrimSpace(out) != "" {
+		t.Errorf("namespace %s is being deleted after helm uninstall; the chart did not create it", ns)
+	}
 	for _, crd := range crds {
-		out := s.mustRun(t, nil, "get", "crd", crd, "-o", "jsonpath={.metadata.annotations.helm\\.sh/resource-policy} {.metadata.finalizers}")
-		if strings.TrimSpace(out) != "keep" {
-			t.Errorf("CRD %s after helm uninstall: resource policy and finalizers %q, want keep and none", crd, out)
+		out := s.mustRun(t, nil, "get", "crd", crd, "-o", "jsonpath={.metadata.finalizers}")
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("CRD %s after helm uninstall: finalizers %q, want none", crd, out)
 		}
+	}
+
+	// namespace.create: the release in default, the manager in a namespace the
+	// chart creates and owns. An upgrade with the defaults would move the
+	// manager to default and delete that namespace: refused.
+	const owned = "trainyard-owned"
+	helmRun("install", chartRelease, chartDir, "--namespace", "default", "--set", "namespace.create=true,namespace.name="+owned)
+	s.mustRun(t, nil, "get", "-n", owned, "deployment/trainyard-manager")
+	if _, err := s.run(t, nil, helm, "upgrade", chartRelease, chartDir, "--namespace", "default", "--reset-values"); err == nil ||
+		!strings.Contains(err.Error(), "created Namespace "+owned) || !strings.Contains(err.Error(), "namespace.name="+owned) {
+		t.Errorf("helm upgrade with namespace.create=false over a release that created %s: error %v, want a refusal naming it", owned, err)
+	}
+	helmRun("upgrade", chartRelease, chartDir, "--namespace", "default", "--set", "namespace.create=true,namespace.name="+owned)
+	helmRun("uninstall", chartRelease, "--namespace", "default")
+	if out, err := s.run(t, nil, "", "get", "namespace", owned, "-o", "jsonpath={.metadata.deletionTimestamp}"); err == nil && strings.TrimSpace(out) == "" {
+		t.Errorf("namespace %s, created by the chart, is not deleted by helm uninstall", owned)
 	}
 
 	// A TrainJob (admitted without webhooks now) goes with its CRD.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,13 +32,8 @@ import (
 const (
 	chartDir     = "manifests/charts/trainyard"
 	chartRelease = "trainyard"
-	// runtimeAPI is what a cluster that serves ClusterTrainingRuntimes lists in
-	// its capabilities; the chart renders its runtimes only then (or with
-	// crds.enabled=false).
-	runtimeAPI = "trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime"
 	// The label that exempts the chart's runtimes from the runtime webhooks.
 	webhookValidationLabel = "trainer.kubeflow.org/webhook-validation"
-	resourcePolicy         = "helm.sh/resource-policy"
 	serviceMonitorKind     = "ServiceMonitor"
 	// How to bring the chart's copies of generated files and runtimes up to date.
 	syncChart = "update the chart's copies with test/tools/helm/sync-chart.sh"
@@ -111,8 +107,10 @@ func valuesFile(t *testing.T, values map[string]any) string {
 	return p
 }
 
-// renderChart runs `helm template` in the given release namespace with the
-// given values and extra flags, and returns the rendered objects.
+// renderChart runs `helm template --include-crds` (what GitOps tools apply:
+// the CRDs of the chart's crds/ directory first, then the templates) in the
+// given release namespace with the given values and extra flags, and returns
+// the rendered objects.
 func renderChart(t *testing.T, namespace string, values map[string]any, flags ...string) []doc {
 	t.Helper()
 	out := renderChartYAML(t, namespace, values, flags...)
@@ -125,7 +123,7 @@ func renderChart(t *testing.T, namespace string, values map[string]any, flags ..
 
 func renderChartYAML(t *testing.T, namespace string, values map[string]any, flags ...string) []byte {
 	t.Helper()
-	args := []string{"template", chartRelease, chartDir, "--namespace", namespace}
+	args := []string{"template", chartRelease, chartDir, "--namespace", namespace, "--include-crds"}
 	if values != nil {
 		args = append(args, "--values", valuesFile(t, values))
 	}
@@ -138,10 +136,13 @@ func renderChartYAML(t *testing.T, namespace string, values map[string]any, flag
 
 // nonDefaultValues change every value that changes what the chart renders,
 // but metrics.certSecret, which needs the metrics.secure that these turn off
-// (TestChartValueVariants covers it).
+// (TestChartValueVariants covers it), and runtimes.catalog, which matters only
+// with the runtimes.enabled that these turn off (TestChartRuntimeValues). The
+// manager goes to namespace nonDefaultNamespace, which the chart creates: render
+// them in release namespace nonDefaultReleaseNamespace.
 func nonDefaultValues() map[string]any {
 	return map[string]any{
-		"namespace":        map[string]any{"create": false, "name": "ml-platform"},
+		"namespace":        map[string]any{"create": true, "name": nonDefaultNamespace},
 		"image":            map[string]any{"repository": "registry.example.com/mirror/trainyard-manager", "tag": "v9.9.9", "pullPolicy": "Always"},
 		"imagePullSecrets": []any{map[string]any{"name": "mirror-credentials"}},
 		"replicaCount":     2,
@@ -168,7 +169,10 @@ func nonDefaultValues() map[string]any {
 	}
 }
 
-const nonDefaultNamespace = "ml-platform"
+const (
+	nonDefaultNamespace        = "ml-platform"
+	nonDefaultReleaseNamespace = "ml-releases"
+)
 
 // TestChartFilesInSync checks that the chart's copies of the generated CRDs,
 // ClusterRole and webhook configurations, and of the runtime catalog, are
@@ -186,7 +190,7 @@ func TestChartFilesInSync(t *testing.T) {
 		src, dst string
 		files    []string
 	}{
-		{"manifests/base/crds", chartDir + "/files/crds", baseCRDFiles(t)},
+		{"manifests/base/crds", chartDir + "/crds", baseCRDFiles(t)},
 		{"manifests/base/rbac", chartDir + "/files/rbac", []string{"role.yaml"}},
 		{"manifests/base/webhook", chartDir + "/files/webhook", []string{"manifests.yaml"}},
 		{"runtimes", chartDir + "/files/runtimes", runtimeFiles},
@@ -282,6 +286,11 @@ func checkChartObjects(t *testing.T, docs []doc, ns string) map[string]bool {
 		case !namespaced && d.namespace() != "":
 			t.Errorf("%s: cluster-scoped object has namespace %q", d, d.namespace())
 		}
+		if d.kind() == "CustomResourceDefinition" {
+			// From crds/, verbatim: Helm does not template them
+			// (compareWithKustomize checks them against manifests/base).
+			continue
+		}
 		labels, _ := meta(d.obj)["labels"].(map[string]any)
 		for k, want := range map[string]string{
 			"app.kubernetes.io/name":       "trainyard",
@@ -298,8 +307,7 @@ func checkChartObjects(t *testing.T, docs []doc, ns string) map[string]bool {
 
 // chartBaseDiff compares an object rendered by the chart with the same object
 // rendered by kustomize, apart from what the chart adds: labels (the
-// kustomize labels must be among the chart's), the keep policy on CRDs,
-// explicit --kueue-mode and --cluster-domain arguments with the manager's defaults, and the
+// kustomize labels must be among the chart's), explicit --kueue-mode and --cluster-domain arguments with the manager's defaults, and the
 // objectSelector of the runtime webhooks. The image is compared by name only.
 // It returns a diff, or "" if they match.
 func chartBaseDiff(t *testing.T, chart, base doc) string {
@@ -311,12 +319,6 @@ func chartBaseDiff(t *testing.T, chart, base doc) string {
 		}
 		m := meta(obj)
 		delete(m, "labels")
-		if ann, ok := m["annotations"].(map[string]any); ok && isChart && d.kind() == "CustomResourceDefinition" {
-			if ann[resourcePolicy] != "keep" {
-				t.Errorf("%s: annotation %s=%v, want keep (crds.keep defaults to true)", d, resourcePolicy, ann[resourcePolicy])
-			}
-			delete(ann, resourcePolicy)
-		}
 		switch d.kind() {
 		case "Deployment":
 			tmpl := obj["spec"].(map[string]any)["template"].(map[string]any)
@@ -366,10 +368,15 @@ func chartBaseDiff(t *testing.T, chart, base doc) string {
 
 // compareWithKustomize checks that the chart renders the same objects as a
 // kustomization, and each the same way (see chartBaseDiff), plus the chart's
-// runtimes when wantRuntimes.
-func compareWithKustomize(t *testing.T, chart []doc, kustomizeDir string, wantRuntimes bool) {
+// runtimes when wantRuntimes. The kustomizations create their namespace; the
+// chart only with namespace.create, so without wantNamespace the
+// kustomization's Namespace is left out of the comparison.
+func compareWithKustomize(t *testing.T, chart []doc, kustomizeDir string, wantRuntimes, wantNamespace bool) {
 	t.Helper()
 	base := render(t, kustomizeDir)
+	if !wantNamespace {
+		base = slices.DeleteFunc(slices.Clone(base), func(d doc) bool { return d.kind() == "Namespace" })
+	}
 	want := map[string]bool{}
 	for _, d := range base {
 		want[d.kind()+"/"+d.name()] = true
@@ -397,15 +404,25 @@ func compareWithKustomize(t *testing.T, chart []doc, kustomizeDir string, wantRu
 	}
 }
 
-// TestChartDefaults renders the chart with its default values, for a cluster
-// that already serves the runtime API, and checks that it is the kustomize
-// base (manifests/overlays/standalone), object by object, plus the runtime
-// catalog; that the runtimes are those of runtimes/, exempt from the runtime
-// webhooks; and that the chart's RBAC rules are the base's.
+// TestChartDefaults renders the chart with its default values in release
+// namespace trainyard-system, as `helm install -n trainyard-system` does (helm
+// template knows nothing of the cluster), and checks that it is the kustomize
+// base (manifests/overlays/standalone), object by object, but the Namespace,
+// which the chart leaves to Helm, plus the runtime catalog; that with
+// namespace.create it is the base with its Namespace; that the runtimes are
+// those of runtimes/, exempt from the runtime webhooks; and that the chart's
+// RBAC rules are the base's.
 func TestChartDefaults(t *testing.T) {
-	docs := renderChart(t, systemNamespace, nil, "--api-versions", runtimeAPI)
+	docs := renderChart(t, systemNamespace, nil)
 	checkChartObjects(t, docs, systemNamespace)
-	compareWithKustomize(t, docs, "manifests/overlays/standalone", true)
+	compareWithKustomize(t, docs, "manifests/overlays/standalone", true, false)
+	t.Run("namespace.create", func(t *testing.T) {
+		// The release elsewhere, the chart creating trainyard-system: the
+		// Namespace is the base's too.
+		docs := renderChart(t, "default", map[string]any{"namespace": map[string]any{"create": true, "name": systemNamespace}})
+		checkChartObjects(t, docs, systemNamespace)
+		compareWithKustomize(t, docs, "manifests/overlays/standalone", true, true)
+	})
 
 	// The image defaults to the chart's appVersion.
 	dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))
@@ -489,23 +506,29 @@ func TestChartRBAC(t *testing.T) {
 		// Subjects of the bindings of the user-facing roles; the others bind
 		// the manager.
 		wantSubjects map[string][]rbacv1.Subject
+		// The release namespace, if not ns.
+		release string
 	}{
 		{"default values", systemNamespace, nil, append([]string{
 			"ClusterRole/" + managerName, "Role/" + leaderElectionRole, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole,
 			"ClusterRole/" + runtimeReaderRole,
-		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}},
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}, ""},
 		// cert-manager: no rotation RBAC; the runtimes only for those the
 		// cluster admin lets read them; a metrics reader.
 		{"non-default values", nonDefaultNamespace, nonDefaultValues(), append([]string{"ClusterRole/" + managerName, "Role/" + leaderElectionRole}, userRoles...),
 			map[string][]rbacv1.Subject{metricsReaderRole: {{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}},
-				publicConfigMapReaderRole: allAuthenticated}},
+				publicConfigMapReaderRole: allAuthenticated}, nonDefaultReleaseNamespace},
 		// No leader election: no Lease permissions.
 		{"leader election off", systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}}, append([]string{
 			"ClusterRole/" + managerName, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole, "ClusterRole/" + runtimeReaderRole,
-		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}},
+		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			docs := renderChart(t, tc.ns, tc.values)
+			release := tc.release
+			if release == "" {
+				release = tc.ns
+			}
+			docs := renderChart(t, release, tc.values)
 			var roles []string
 			bound := map[string]bool{}
 			for _, d := range docs {
@@ -593,11 +616,14 @@ func checkBinding(t *testing.T, d doc, ref rbacv1.RoleRef, subjects, want []rbac
 	}
 }
 
-// TestChartFirstInstall checks what the chart renders for a cluster that does
-// not serve the runtime API yet: no runtimes while the chart creates the CRDs
-// (Helm could not map them), but with crds.enabled=false the runtimes are
-// there (the CRDs are the operator's job then), and no CRDs.
-func TestChartFirstInstall(t *testing.T) {
+// TestChartCRDsAndRuntimes checks how the chart ships the CRDs and the
+// runtimes so that the first `helm install` creates both, and `helm template`
+// renders both: the CRDs are manifests/base's, verbatim, in the chart's crds/
+// directory (which Helm creates before it resolves the templates' kinds, and
+// which `helm template` prints with --include-crds and `helm show crds` for
+// upgrades), and the runtimes are ordinary templates rendered without any
+// knowledge of the cluster (no --api-versions).
+func TestChartCRDsAndRuntimes(t *testing.T) {
 	kinds := func(docs []doc) map[string]int {
 		n := map[string]int{}
 		for _, d := range docs {
@@ -605,23 +631,81 @@ func TestChartFirstInstall(t *testing.T) {
 		}
 		return n
 	}
-	nCRDs := len(baseCRDFiles(t))
-	got := kinds(renderChart(t, systemNamespace, nil))
-	if got[trainer.ClusterTrainingRuntimeKind] != 0 || got["CustomResourceDefinition"] != nCRDs {
-		t.Errorf("first install with the chart's CRDs: %d runtimes and %d CRDs, want 0 and %d", got[trainer.ClusterTrainingRuntimeKind], got["CustomResourceDefinition"], nCRDs)
+	out, err := runHelm(t, "template", chartRelease, chartDir, "--namespace", systemNamespace)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got = kinds(renderChart(t, systemNamespace, map[string]any{"crds": map[string]any{"enabled": false}}))
-	if got[trainer.ClusterTrainingRuntimeKind] != len(catalog) || got["CustomResourceDefinition"] != 0 {
-		t.Errorf("crds.enabled=false: %d runtimes and %d CRDs, want %d and 0", got[trainer.ClusterTrainingRuntimeKind], got["CustomResourceDefinition"], len(catalog))
+	docs, err := decodeDocs("helm template", bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// crds.keep=false drops the keep policy.
-	for _, d := range renderChart(t, systemNamespace, map[string]any{"crds": map[string]any{"keep": false}}) {
-		if d.kind() != "CustomResourceDefinition" {
-			continue
+	if got := kinds(docs); got[trainer.ClusterTrainingRuntimeKind] != len(catalog) || got["CustomResourceDefinition"] != 0 {
+		t.Errorf("helm template: %d runtimes and %d CRDs, want %d and 0 (the CRDs only with --include-crds)", got[trainer.ClusterTrainingRuntimeKind], got["CustomResourceDefinition"], len(catalog))
+	}
+
+	// The CRDs of --include-crds and of `helm show crds` are those of
+	// manifests/base, unchanged, and come first.
+	baseCRDs := map[string]doc{}
+	for _, d := range base(t).docs {
+		if d.kind() == "CustomResourceDefinition" {
+			baseCRDs[d.name()] = d
 		}
-		if ann, _ := meta(d.obj)["annotations"].(map[string]any); ann[resourcePolicy] != nil {
-			t.Errorf("%s: crds.keep=false, but annotation %s=%v", d, resourcePolicy, ann[resourcePolicy])
+	}
+	checkCRDs := func(what string, docs []doc) {
+		t.Helper()
+		n := 0
+		for i, d := range docs {
+			if d.kind() != "CustomResourceDefinition" {
+				continue
+			}
+			n++
+			if i >= len(baseCRDs) {
+				t.Errorf("%s: %s comes after other objects", what, d)
+			}
+			b, ok := baseCRDs[d.name()]
+			if !ok {
+				t.Errorf("%s: %s is not in manifests/base", what, d)
+				continue
+			}
+			if diff := cmp.Diff(b.obj, d.obj); diff != "" {
+				t.Errorf("%s: %s differs from manifests/base (-base +chart):\n%s", what, d, diff)
+			}
 		}
+		if n != len(baseCRDs) {
+			t.Errorf("%s: %d CRDs, want the %d of manifests/base", what, n, len(baseCRDs))
+		}
+	}
+	checkCRDs("helm template --include-crds", renderChart(t, systemNamespace, nil))
+	out, err = runHelm(t, "show", "crds", chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := decodeDocs("helm show crds", bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCRDs("helm show crds", shown)
+
+	// No template is a CRD, and none asks the cluster whether it serves the
+	// runtime API: the runtimes render the same everywhere.
+	templates, err := filepath.Glob(filepath.Join(repoRoot, chartDir, "templates", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range templates {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"Capabilities.APIVersions", "files/crds", "CustomResourceDefinition"} {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s mentions %s: the CRDs belong in crds/, and the runtimes must not depend on the cluster", p, s)
+			}
+		}
+	}
+	// runtimes.enabled=false: none.
+	if n := kinds(renderChart(t, systemNamespace, map[string]any{"runtimes": map[string]any{"enabled": false}}))[trainer.ClusterTrainingRuntimeKind]; n != 0 {
+		t.Errorf("runtimes.enabled=false: %d runtimes", n)
 	}
 }
 
@@ -629,9 +713,12 @@ func TestChartFirstInstall(t *testing.T) {
 // cert-manager overlay: the same objects, each the same way (the Issuer and
 // Certificate included).
 func TestChartCertManager(t *testing.T) {
-	docs := renderChart(t, systemNamespace, map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true}}}, "--api-versions", runtimeAPI)
+	docs := renderChart(t, "default", map[string]any{
+		"namespace": map[string]any{"create": true, "name": systemNamespace},
+		"webhook":   map[string]any{"certManager": map[string]any{"enabled": true}},
+	})
 	checkChartObjects(t, docs, systemNamespace)
-	compareWithKustomize(t, docs, "manifests/overlays/cert-manager", true)
+	compareWithKustomize(t, docs, "manifests/overlays/cert-manager", true, true)
 
 	// With an issuer of one's own, the chart creates no Issuer.
 	docs = renderChart(t, systemNamespace, map[string]any{"webhook": map[string]any{"certManager": map[string]any{
@@ -656,12 +743,12 @@ func TestChartCertManager(t *testing.T) {
 func TestChartNonDefaultValues(t *testing.T) {
 	ns := nonDefaultNamespace
 	values := nonDefaultValues()
-	docs := renderChart(t, ns, nil, "--values", valuesFile(t, values), "--api-versions", runtimeAPI)
+	docs := renderChart(t, nonDefaultReleaseNamespace, values)
 	got := checkChartObjects(t, docs, ns)
 
-	// namespace.create=false, runtimes.enabled=false, cert-manager, ServiceMonitor.
+	// namespace.create, runtimes.enabled=false, cert-manager, ServiceMonitor.
 	for key, want := range map[string]bool{
-		"Namespace/" + ns:                                         false,
+		"Namespace/" + ns:                                         true,
 		"Secret/" + webhookSecret:                                 false,
 		"ClusterRole/" + runtimeReaderRole:                        false,
 		"ClusterRoleBinding/" + runtimeReaderRole:                 false,
@@ -855,18 +942,42 @@ func TestChartValueVariants(t *testing.T) {
 		}
 	})
 	t.Run("release namespace", func(t *testing.T) {
-		docs := renderChart(t, "ml", map[string]any{"namespace": map[string]any{"name": ""}})
+		// By default everything goes to the release namespace (helm install
+		// -n ml), which the chart does not create, so that `helm uninstall`
+		// leaves it; the webhooks call the Service there.
+		docs := renderChart(t, "ml", nil)
 		checkChartObjects(t, docs, "ml")
-		findIn(t, docs, "Namespace", "ml")
+		for _, d := range docs {
+			if d.kind() == "Namespace" {
+				t.Errorf("%s rendered by default: the chart must not own the release namespace", d)
+			}
+		}
+		for _, w := range webhooksIn(t, docs) {
+			if s := w.clientConfig.Service; s == nil || s.Namespace != "ml" {
+				t.Errorf("%s: calls %+v, want a Service in ml", w, s)
+			}
+		}
+		// namespace.name: another namespace, which the chart creates only
+		// with namespace.create.
+		docs = renderChart(t, "ml", map[string]any{"namespace": map[string]any{"name": "ml-platform"}})
+		checkChartObjects(t, docs, "ml-platform")
+		if slices.ContainsFunc(docs, func(d doc) bool { return d.kind() == "Namespace" }) {
+			t.Errorf("namespace.name without namespace.create renders a Namespace")
+		}
+		docs = renderChart(t, "ml", map[string]any{"namespace": map[string]any{"name": "ml-platform", "create": true}})
+		checkChartObjects(t, docs, "ml-platform")
+		ns := decodeInto[corev1.Namespace](t, findIn(t, docs, "Namespace", "ml-platform"))
+		if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Errorf("Namespace labels %v, want pod-security.kubernetes.io/enforce=restricted", ns.Labels)
+		}
 	})
 	t.Run("PyTorchJob API off", func(t *testing.T) {
-		// Next to Kubeflow's training operator: no PyTorchJob CRD, no
-		// PyTorchJob webhooks, and a manager that leaves PyTorchJobs alone.
+		// Next to Kubeflow's training operator: no PyTorchJob webhooks, and a
+		// manager that leaves PyTorchJobs alone. The CRD is in crds/, which
+		// values cannot change: Helm creates it only where it is missing, and
+		// leaves the operator's alone (docs/install.md).
 		docs := renderChart(t, systemNamespace, map[string]any{"pytorchJob": map[string]any{"enabled": false}})
 		for _, d := range docs {
-			if d.kind() == "CustomResourceDefinition" && d.name() == "pytorchjobs.kubeflow.org" {
-				t.Errorf("pytorchJob.enabled=false, but %s is rendered", d)
-			}
 			if d.kind() == "ValidatingWebhookConfiguration" || d.kind() == "MutatingWebhookConfiguration" {
 				if strings.Contains(string(d.json), "pytorchjobs") {
 					t.Errorf("pytorchJob.enabled=false, but %s has a PyTorchJob webhook", d)
@@ -985,6 +1096,11 @@ func TestChartValueVariants(t *testing.T) {
 		"an unknown PyTorchJob gang scheduler":     {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
 		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
 		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
+		// Helm keeps the release in its namespace, so that one exists before
+		// the chart's objects: the chart cannot create it.
+		"creating the release namespace":         {map[string]any{"namespace": map[string]any{"create": true}}, "namespace.create needs a namespace.name other than the release namespace"},
+		"creating the release namespace by name": {map[string]any{"namespace": map[string]any{"create": true, "name": systemNamespace}}, "namespace.create needs a namespace.name other than the release namespace"},
+		"the removed crds values":                {map[string]any{"crds": map[string]any{"enabled": false}}, "crds"},
 	} {
 		t.Run("rejects "+name, func(t *testing.T) {
 			_, err := runHelm(t, "template", chartRelease, chartDir, "--namespace", systemNamespace, "--values", valuesFile(t, tc.values))
@@ -992,5 +1108,153 @@ func TestChartValueVariants(t *testing.T) {
 				t.Errorf("helm template: error %v, want one that mentions %q", err, tc.errSub)
 			}
 		})
+	}
+}
+
+// TestChartRuntimeValues checks runtimes.catalog: every runtime of runtimes/
+// has an entry in values.yaml, enabled, and in values.schema.json; an entry
+// turns its runtime off or replaces its images, and nothing else; and names
+// or containers that match nothing are rejected.
+func TestChartRuntimeValues(t *testing.T) {
+	// values.yaml and the schema list exactly the runtimes, all enabled.
+	var values struct {
+		Runtimes struct {
+			Enabled bool                      `json:"enabled"`
+			Catalog map[string]map[string]any `json:"catalog"`
+		} `json:"runtimes"`
+	}
+	readJSONOrYAML(t, chartDir+"/values.yaml", &values)
+	var schema struct {
+		Properties struct {
+			Runtimes struct {
+				Properties struct {
+					Catalog struct {
+						Properties map[string]any `json:"properties"`
+					} `json:"catalog"`
+				} `json:"properties"`
+			} `json:"runtimes"`
+		} `json:"properties"`
+	}
+	readJSONOrYAML(t, chartDir+"/values.schema.json", &schema)
+	var names []string
+	for name := range catalog {
+		names = append(names, name)
+		if e := values.Runtimes.Catalog[name]; e["enabled"] != true || len(e) != 1 {
+			t.Errorf("values.yaml: runtimes.catalog.%s is %v, want {enabled: true}", name, e)
+		}
+	}
+	slices.Sort(names)
+	if !values.Runtimes.Enabled {
+		t.Error("values.yaml: runtimes.enabled is not true")
+	}
+	if diff := cmp.Diff(names, slices.Sorted(maps.Keys(values.Runtimes.Catalog))); diff != "" {
+		t.Errorf("values.yaml: runtimes.catalog names differ from runtimes/ (-runtimes/ +values):\n%s", diff)
+	}
+	if diff := cmp.Diff(names, slices.Sorted(maps.Keys(schema.Properties.Runtimes.Properties.Catalog.Properties))); diff != "" {
+		t.Errorf("values.schema.json: runtimes.catalog names differ from runtimes/ (-runtimes/ +schema):\n%s", diff)
+	}
+
+	files := loadRuntimes(t)
+	runtimesIn := func(docs []doc) map[string]*trainer.ClusterTrainingRuntime {
+		out := map[string]*trainer.ClusterTrainingRuntime{}
+		for _, d := range docs {
+			if d.kind() == trainer.ClusterTrainingRuntimeKind {
+				out[d.name()] = decodeInto[trainer.ClusterTrainingRuntime](t, d)
+			}
+		}
+		return out
+	}
+	// images returns the image of each container and init container of a
+	// runtime, by <replicatedJob>/<container>.
+	images := func(rt *trainer.ClusterTrainingRuntime) map[string]string {
+		out := map[string]string{}
+		for _, j := range rt.Spec.Template.Spec.ReplicatedJobs {
+			ps := j.Template.Spec.Template.Spec
+			for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+				out[j.Name+"/"+c.Name] = c.Image
+			}
+		}
+		return out
+	}
+	withoutImages := func(rt *trainer.ClusterTrainingRuntime) trainer.TrainingRuntimeSpec {
+		s := *rt.Spec.DeepCopy()
+		for i := range s.Template.Spec.ReplicatedJobs {
+			ps := &s.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+			for j := range ps.InitContainers {
+				ps.InitContainers[j].Image = ""
+			}
+			for j := range ps.Containers {
+				ps.Containers[j].Image = ""
+			}
+		}
+		return s
+	}
+
+	const (
+		off     = "torchtune-llama3.2-1b"
+		torch   = "torch-distributed"
+		mpi     = "mpi-distributed"
+		dataset = "torch-distributed-with-dataset"
+	)
+	got := runtimesIn(renderChart(t, systemNamespace, map[string]any{"runtimes": map[string]any{"catalog": map[string]any{
+		off:     map[string]any{"enabled": false},
+		torch:   map[string]any{"image": "registry.internal/pytorch:2.7.1"},
+		mpi:     map[string]any{"image": "registry.internal/openmpi:1", "images": map[string]any{"launcher/ssh-key": "registry.internal/debian:bookworm-slim"}},
+		dataset: map[string]any{"images": map[string]any{"dataset-initializer/dataset-initializer": "registry.internal/dataset-initializer:v2.1.0"}},
+	}}}))
+	if _, ok := got[off]; ok || len(got) != len(catalog)-1 {
+		t.Errorf("runtimes.catalog.%s.enabled=false: runtimes %v, want all others", off, slices.Sorted(maps.Keys(got)))
+	}
+	want := map[string]map[string]string{
+		torch: {"node/node": "registry.internal/pytorch:2.7.1"},
+		// image: the nodes and the launcher's node; images: the one named.
+		mpi: {"node/node": "registry.internal/openmpi:1", "launcher/node": "registry.internal/openmpi:1", "launcher/ssh-key": "registry.internal/debian:bookworm-slim"},
+		dataset: {
+			"dataset-initializer/dataset-initializer": "registry.internal/dataset-initializer:v2.1.0",
+			"node/node": images(files[dataset])["node/node"],
+		},
+	}
+	for name, rt := range got {
+		src := files[name]
+		wantImages := want[name]
+		if wantImages == nil {
+			wantImages = images(src)
+		}
+		if diff := cmp.Diff(wantImages, images(rt)); diff != "" {
+			t.Errorf("%s: images (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(withoutImages(src), withoutImages(rt)); diff != "" {
+			t.Errorf("%s: spec differs from runtimes/%s.yaml beyond the images (-file +chart):\n%s", name, name, diff)
+		}
+	}
+
+	for name, tc := range map[string]struct {
+		values map[string]any
+		errSub string
+	}{
+		"an unknown runtime":            {map[string]any{"torch-distributed-cpu": map[string]any{"enabled": false}}, "torch-distributed-cpu"},
+		"an unknown container":          {map[string]any{torch: map[string]any{"images": map[string]any{"trainer/node": "x:1"}}}, `runtime torch-distributed has no container "trainer/node"`},
+		"an unknown runtime setting":    {map[string]any{torch: map[string]any{"tag": "v1"}}, "tag"},
+		"an enabled that is no boolean": {map[string]any{torch: map[string]any{"enabled": "no"}}, "enabled"},
+	} {
+		t.Run("rejects "+name, func(t *testing.T) {
+			_, err := runHelm(t, "template", chartRelease, chartDir, "--namespace", systemNamespace,
+				"--values", valuesFile(t, map[string]any{"runtimes": map[string]any{"catalog": tc.values}}))
+			if err == nil || !strings.Contains(err.Error(), tc.errSub) {
+				t.Errorf("helm template: error %v, want one that mentions %q", err, tc.errSub)
+			}
+		})
+	}
+}
+
+// readJSONOrYAML decodes a file of the repository (JSON is YAML).
+func readJSONOrYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -58,6 +58,22 @@ func Validate(oldJob, job *kubeflowv1.PyTorchJob) ([]string, field.ErrorList) {
 	return warnings, errs
 }
 
+// Ignored returns a warning for each field of the job that Trainyard accepts,
+// as v1 did, but does nothing with. The webhook adds them to its admission
+// warnings; they are not errors, so a job written for v1 still runs.
+//
+// spec.elasticPolicy.metrics made v1 create a HorizontalPodAutoscaler that
+// scaled the workers between minReplicas and maxReplicas; Trainyard creates
+// none, so the worker count stays as written.
+func Ignored(job *kubeflowv1.PyTorchJob) []string {
+	var warnings []string
+	if ep := job.Spec.ElasticPolicy; ep != nil && len(ep.Metrics) > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s is ignored: Trainyard creates no HorizontalPodAutoscaler, so the workers are not scaled by these metrics and stay at %s",
+			specPath.Child("elasticPolicy", "metrics"), replicasPath.Key(string(kubeflowv1.PyTorchJobReplicaTypeWorker)).Child("replicas")))
+	}
+	return warnings
+}
+
 func validateRunPolicy(oldJob, job *kubeflowv1.PyTorchJob) field.ErrorList {
 	var errs field.ErrorList
 	rp := job.Spec.RunPolicy

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -118,6 +119,34 @@ func TestValidate(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIgnored(t *testing.T) {
+	metrics := []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU}}}
+	cases := map[string]struct {
+		job  *kubeflowv1.PyTorchJob
+		want []string
+	}{
+		"no elastic policy":             {job: mnist(1)},
+		"an elastic policy, no metrics": {job: elastic(2)},
+		"an empty list of metrics":      {job: elastic(2, func(j *kubeflowv1.PyTorchJob) { j.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{} })},
+		"metrics: no HorizontalPodAutoscaler": {
+			job:  elastic(2, func(j *kubeflowv1.PyTorchJob) { j.Spec.ElasticPolicy.Metrics = metrics }),
+			want: []string{"spec.elasticPolicy.metrics is ignored: Trainyard creates no HorizontalPodAutoscaler, so the workers are not scaled by these metrics and stay at spec.pytorchReplicaSpecs[Worker].replicas"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Ignored(tc.job)); diff != "" {
+				t.Errorf("Ignored (-want +got):\n%s", diff)
+			}
+			// Ignored fields are no errors.
+			if _, errs := Validate(nil, tc.job); len(errs) > 0 {
+				t.Errorf("Validate: %v", errs)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -143,4 +144,36 @@ func TestPyTorchJobDeprecationWarnings(t *testing.T) {
 	rec.msgs = nil
 	require.NoError(t, c.Create(ctx(), pytorchJob(ns, "plain", nil)))
 	require.Empty(t, rec.msgs, "no warnings for a job without deprecated fields")
+}
+
+// spec.elasticPolicy.metrics is accepted, as v1 accepted it, but Trainyard
+// creates no HorizontalPodAutoscaler: the webhook says so on create and on
+// every update.
+func TestPyTorchJobMetricsWarning(t *testing.T) {
+	ns := newNamespace(t)
+	rec := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = rec
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	const want = "spec.elasticPolicy.metrics is ignored: Trainyard creates no HorizontalPodAutoscaler, " +
+		"so the workers are not scaled by these metrics and stay at spec.pytorchReplicaSpecs[Worker].replicas"
+
+	j := pytorchJob(ns, "hpa", func(j *kubeflowv1.PyTorchJob) {
+		delete(j.Spec.PyTorchReplicaSpecs, "Master")
+		j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3),
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}}}
+	})
+	require.NoError(t, c.Create(ctx(), j))
+	require.Equal(t, []string{want}, rec.msgs, "create")
+
+	var stored kubeflowv1.PyTorchJob
+	require.NoError(t, c.Get(ctx(), client.ObjectKeyFromObject(j), &stored))
+	require.Len(t, stored.Spec.ElasticPolicy.Metrics, 1, "the metrics are stored as written")
+
+	rec.msgs = nil
+	stored.Labels = map[string]string{"team": "a"}
+	require.NoError(t, c.Update(ctx(), &stored))
+	require.Equal(t, []string{want}, rec.msgs, "update")
 }

@@ -74,6 +74,32 @@ Checks of value combinations that the schema cannot express.
 {{- if and (not .Values.namespace.name) (not .Release.Namespace) -}}
 {{- fail "set namespace.name or install with --namespace" -}}
 {{- end -}}
+{{- if and .Values.namespace.create (eq (include "trainyard.namespace" .) .Release.Namespace) -}}
+{{- fail (printf "namespace.create needs a namespace.name other than the release namespace %s: Helm keeps the release there, so it must exist before the chart's objects are created; create it with `helm install --create-namespace` instead" .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+On upgrade, refuses to render when a Namespace that this release created (with
+namespace.create) would be deleted: with namespace.create now false, or with
+another namespace.name. That is what upgrading a release of chart 0.1.0, whose
+defaults created trainyard-system, with the new defaults would do, and it would
+delete everything in that namespace. lookup finds nothing in `helm template`
+and client-side dry runs, so the check runs only against a cluster.
+*/}}
+{{- define "trainyard.checkOwnedNamespaces" -}}
+{{- if .Release.IsUpgrade -}}
+{{- $keep := "" -}}
+{{- if .Values.namespace.create -}}
+{{- $keep = include "trainyard.namespace" . -}}
+{{- end -}}
+{{- range $ns := (lookup "v1" "Namespace" "" "").items | default list -}}
+{{- $ann := default dict $ns.metadata.annotations -}}
+{{- if and (eq (get $ann "meta.helm.sh/release-name") $.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $.Release.Namespace) (ne $ns.metadata.name $keep) (ne (get $ann "helm.sh/resource-policy") "keep") -}}
+{{- fail (printf "release %s created Namespace %s (namespace.create), which this upgrade would delete with everything in it: upgrade with --set namespace.create=true,namespace.name=%s to keep the manager there (docs/install.md, \"Upgrade\")" $.Release.Name $ns.metadata.name $ns.metadata.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -7,6 +7,7 @@
 //	                     [--process-nodes N] [--gang-scheduler volcano|coscheduling]
 //	local-cluster down   [--state-dir DIR]
 //	local-cluster status [--state-dir DIR]
+//	local-cluster --version
 //
 // The state directory defaults to bin/cluster in the repository; the kubeconfig is
 // written to STATE_DIR/kubeconfig.
@@ -28,23 +29,38 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/cluster"
 )
 
 func main() {
-	if len(os.Args) < 2 {
+	// Flags before the command: --version (and -h).
+	top := flag.NewFlagSet("local-cluster", flag.ContinueOnError)
+	top.Usage = usage
+	showVersion := version.RegisterFlag(top)
+	if err := top.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		os.Exit(2)
+	}
+	if showVersion.Handled(os.Stdout) {
+		return
+	}
+	args := top.Args()
+	if len(args) == 0 {
 		usage()
 		os.Exit(2)
 	}
 	var err error
-	switch os.Args[1] {
+	switch args[0] {
 	case "up":
-		err = up(os.Args[2:])
+		err = up(args[1:])
 	case "down":
-		err = down(os.Args[2:])
+		err = down(args[1:])
 	case "status":
-		err = status(os.Args[2:])
-	case "-h", "--help", "help":
+		err = status(args[1:])
+	case "help":
 		usage()
 		return
 	default:
@@ -58,7 +74,8 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: local-cluster up|down|status [flags]   (local-cluster CMD -h for flags)`)
+	fmt.Fprintln(os.Stderr, `usage: local-cluster up|down|status [flags]   (local-cluster CMD -h for flags)
+       local-cluster --version`)
 }
 
 type multi []string

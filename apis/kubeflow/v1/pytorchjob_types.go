@@ -139,7 +139,3 @@ const (
 	BackendETCD   RDZVBackend = "etcd"
 	BackendETCDV2 RDZVBackend = "etcd-v2"
 )
-
-func init() {
-	SchemeBuilder.Register(&PyTorchJob{}, &PyTorchJobList{})
-}

@@ -12,17 +12,33 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the group and version of every kind in this package.
 	GroupVersion = schema.GroupVersion{Group: "trainer.kubeflow.org", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the kinds of this package.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the kinds of this package. It is apimachinery's,
+	// so that importing the API needs no controller-runtime.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers every kind of this package with its list.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&TrainJob{},
+		&TrainJobList{},
+		&TrainingRuntime{},
+		&TrainingRuntimeList{},
+		&ClusterTrainingRuntime{},
+		&ClusterTrainingRuntimeList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

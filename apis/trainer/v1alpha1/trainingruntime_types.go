@@ -261,7 +261,3 @@ type FluxMLPolicySource struct {
 	// +kubebuilder:validation:Minimum=1
 	NumProcPerNode *int32 `json:"numProcPerNode,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrainingRuntime{}, &TrainingRuntimeList{}, &ClusterTrainingRuntime{}, &ClusterTrainingRuntimeList{})
-}

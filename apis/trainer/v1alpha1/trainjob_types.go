@@ -312,7 +312,3 @@ type ContainerOverride struct {
 	// +listMapKey=name
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrainJob{}, &TrainJobList{})
-}

@@ -276,7 +276,7 @@ var cmpTime = cmp.Comparer(func(a, b metav1.Time) bool { return a.Equal(&b) })
 func statusOwners(mf []metav1.ManagedFieldsEntry, field string) []string {
 	var out []string
 	for _, e := range mf {
-		if e.Subresource == "status" && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:`+field+`"`) {
+		if e.Subresource == "status" && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:`+field+`"`) {
 			out = append(out, e.Manager)
 		}
 	}

@@ -111,6 +111,7 @@ func run() error {
 	if errs := validation.IsDNS1123Subdomain(*domain); len(errs) > 0 {
 		return fmt.Errorf("--cluster-domain %q: %s", *domain, strings.Join(errs, "; "))
 	}
+	wh.clusterDomain = *domain
 	if err := metricsCfg.Validate(); err != nil {
 		return err
 	}

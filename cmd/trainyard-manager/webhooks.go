@@ -26,6 +26,36 @@ type webhookOptions struct {
 	serviceName    string
 	secretName     string
 	certDir        string
+	// clusterDomain is the cluster's DNS domain (--cluster-domain): the
+	// serving certificate also names <service>.<namespace>.svc.<clusterDomain>.
+	clusterDomain string
+}
+
+// certRotator is cert-controller's rotator for the internal certificate
+// management: a CA of its own and a serving certificate for the webhook
+// Service, by its short name (<service>.<namespace>.svc, the name the API
+// server calls) and its fully qualified one in the cluster's DNS domain,
+// kept in the Secret and injected into both webhook configurations.
+func certRotator(o webhookOptions, ready chan struct{}) *rotator.CertRotator {
+	svc := fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace)
+	return &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: o.namespace, Name: o.secretName},
+		CertDir:        o.certDir,
+		CAName:         "trainyard-ca",
+		CAOrganization: "trainyard",
+		DNSName:        svc,
+		ExtraDNSNames:  []string{svc + "." + o.clusterDomain},
+		IsReady:        ready,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: validatingWebhookConfiguration, Type: rotator.Validating},
+			{Name: mutatingWebhookConfiguration, Type: rotator.Mutating},
+		},
+		FieldOwner: "trainyard",
+		// Every replica serves webhooks, leader or not, so every replica
+		// needs the certificate: the rotators of all replicas run, and
+		// update the one Secret with optimistic concurrency.
+		RequireLeaderElection: false,
+	}
 }
 
 // setupWebhooks registers the webhooks once their serving certificate is in
@@ -43,22 +73,10 @@ func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) 
 		if o.namespace == "" {
 			return nil, fmt.Errorf("internal certificate management needs the manager's namespace (--namespace or POD_NAMESPACE)")
 		}
-		if err := rotator.AddRotator(mgr, &rotator.CertRotator{
-			SecretKey:      types.NamespacedName{Namespace: o.namespace, Name: o.secretName},
-			CertDir:        o.certDir,
-			CAName:         "trainyard-ca",
-			CAOrganization: "trainyard",
-			DNSName:        fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace),
-			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, o.namespace)},
-			IsReady:        certsReady,
-			Webhooks: []rotator.WebhookInfo{
-				{Name: validatingWebhookConfiguration, Type: rotator.Validating},
-				{Name: mutatingWebhookConfiguration, Type: rotator.Mutating},
-			},
-			FieldOwner: "trainyard",
-			// Every replica serves webhooks, leader or not.
-			RequireLeaderElection: false,
-		}); err != nil {
+		if o.clusterDomain == "" {
+			return nil, fmt.Errorf("internal certificate management needs the cluster's DNS domain (--cluster-domain)")
+		}
+		if err := rotator.AddRotator(mgr, certRotator(o, certsReady)); err != nil {
 			return nil, fmt.Errorf("setting up certificate rotation: %w", err)
 		}
 	case "external":

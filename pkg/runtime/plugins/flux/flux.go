@@ -2,8 +2,8 @@
 // (flux-framework.org): an init container copies Flux into the pods, every pod
 // of the node job starts one Flux broker, and the first pod runs the command
 // with `flux run` across all of them. The brokers find each other through the
-// JobSet's pod DNS names and authenticate with a CURVE certificate that is
-// unique to the TrainJob.
+// JobSet's pod DNS names and authenticate with a CURVE certificate whose key
+// pair is made at random for the TrainJob when its Secret is created.
 package flux
 
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch
@@ -226,8 +226,10 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	return nil
 }
 
-// Build emits the entrypoint ConfigMap and the CURVE Secret. Both are
-// re-applied on every build; both render the same bytes for the same inputs.
+// Build emits the entrypoint ConfigMap, re-applied whenever its rendering
+// changes, and the CURVE Secret, created once: Build leaves its data empty and
+// its BeforeCreate (FillCurveCert) makes a random key pair when the syncer
+// creates it. Both render the same bytes for the same inputs.
 func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
 	pol := policy(info)
 	c := info.Container(NodeJob, trainer.NodeContainer)
@@ -260,10 +262,6 @@ func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 	if err != nil {
 		return nil, fmt.Errorf("flux entrypoint of TrainJob %s: %w", job.Name, err)
 	}
-	cert, err := curveCert(job.Name, string(job.UID))
-	if err != nil {
-		return nil, err
-	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: EntrypointConfigMap(job.Name), Namespace: job.Namespace},
@@ -273,9 +271,8 @@ func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: CurveSecret(job.Name), Namespace: job.Namespace},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{curveKey: []byte(cert)},
 	}
-	return []plan.Child{plan.Apply(cm), plan.Apply(sec)}, nil
+	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(sec, FillCurveCert(job.Name))}, nil
 }
 
 func hasInitContainer(ps *corev1.PodSpec, name string) bool {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -235,28 +236,63 @@ func contains(lines []string, l string) bool {
 	return false
 }
 
+// TestSecret: the plan's CURVE Secret is created once and carries no key:
+// the same inputs build the same plan, and only BeforeCreate fills the Secret,
+// with a new key pair each time, whatever the TrainJob.
 func TestSecret(t *testing.T) {
 	job := rtt.MakeTrainJob("ns", "job").Obj()
 	job.UID = types.UID("2f8e0c1a-0000-4000-8000-000000000001")
-	p1 := build(t, plugins.Options{}, job, fluxRuntime().Obj())
-	p2 := build(t, plugins.Options{}, job, fluxRuntime().Obj())
-	var secrets []*corev1.Secret
-	for _, p := range []*plan.Plan{p1, p2} {
+	var children []plan.Child
+	var plans []*plan.Plan
+	for range 2 {
+		p := build(t, plugins.Options{}, job.DeepCopy(), fluxRuntime().Obj())
+		plans = append(plans, p)
 		for _, c := range p.Children {
-			if s, ok := c.Object.(*corev1.Secret); ok {
-				secrets = append(secrets, s)
+			if _, ok := c.Object.(*corev1.Secret); ok {
+				children = append(children, c)
 			}
 		}
 	}
-	if len(secrets) != 2 {
-		t.Fatalf("got %d Secrets, want one per plan", len(secrets))
+	if len(children) != 2 {
+		t.Fatalf("got %d Secrets, want one per plan", len(children))
 	}
-	s := secrets[0]
-	if s.Name != "job-flux-curve" || s.Type != corev1.SecretTypeOpaque || len(s.Data) != 1 || !strings.Contains(string(s.Data["curve.cert"]), `name = "job"`) {
-		t.Errorf("Secret: %+v", s)
+	if diff := cmp.Diff(plans[0].Objects(), plans[1].Objects()); diff != "" {
+		t.Errorf("two builds of the same inputs differ (-first +second):\n%s", diff)
 	}
-	if diff := cmp.Diff(secrets[0], secrets[1]); diff != "" {
-		t.Errorf("re-builds differ (-first +second):\n%s", diff)
+	want := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job-flux-curve", Namespace: "ns"},
+		Type:       corev1.SecretTypeOpaque,
+	}
+	for i, c := range children {
+		if c.Rule != plan.RuleCreateOnce || c.BeforeCreate == nil {
+			t.Errorf("Secret %d: rule %s, BeforeCreate set %v; want CreateOnce with BeforeCreate", i, c.Rule, c.BeforeCreate != nil)
+		}
+		if diff := cmp.Diff(want, c.Object); diff != "" {
+			t.Errorf("Secret %d as built (no key material) (-want +got):\n%s", i, diff)
+		}
+	}
+
+	// The same TrainJob's Secret, filled twice: two different certificates,
+	// each only in curve.cert.
+	var certs []string
+	for _, c := range children {
+		s := c.Object.DeepCopyObject().(*corev1.Secret)
+		if c.BeforeCreate != nil {
+			if err := c.BeforeCreate(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(s.Data) != 1 || !strings.Contains(string(s.Data["curve.cert"]), "metadata\n    name = \"job\"\n") {
+			t.Fatalf("filled Secret: %+v", s.Data)
+		}
+		certs = append(certs, string(s.Data["curve.cert"]))
+	}
+	if certs[0] == certs[1] {
+		t.Error("the same TrainJob got the same CURVE certificate twice: the key is a function of the TrainJob")
+	}
+	if children[0].BeforeCreate != nil && children[0].BeforeCreate(&corev1.ConfigMap{}) == nil {
+		t.Error("BeforeCreate on a ConfigMap: no error")
 	}
 }
 

@@ -387,16 +387,17 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 // prepare resolves the module directories and renders every manifest and
 // configuration file Up needs; it needs no running component.
 func (c *Cluster) prepare(ctx context.Context) error {
-	// The tool modules the binaries are built from: JobSet and Kueue share one.
+	// The tool modules the binaries are built from (test/tools/README.md):
+	// JobSet and kwok share the cluster module, Kueue has its own.
 	tools := filepath.Join(c.o.RepoDir, "test", "tools")
 	var err error
-	if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kueue"); err != nil {
+	if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "kueue"), "sigs.k8s.io/kueue"); err != nil {
 		return err
 	}
 	if c.jobsetDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/jobset"); err != nil {
 		return err
 	}
-	if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "kwok"), "sigs.k8s.io/kwok"); err != nil {
+	if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kwok"); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup

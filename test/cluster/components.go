@@ -35,6 +35,10 @@ func (c *Cluster) etcdArgs() []string {
 func (c *Cluster) apiserverArgs() []string {
 	args := []string{c.bin(APIServer),
 		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
+		// Since Kubernetes 1.37 the endpoint reconcilers refuse a loopback
+		// address for the default/kubernetes Service's endpoints; nothing on
+		// this host-only cluster uses them (clients dial 127.0.0.1 directly).
+		"--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
 		"--etcd-servers=http://" + loopback(c.ports.EtcdClient),
 		"--tls-cert-file=" + c.pki.apiserverCert(), "--tls-private-key-file=" + c.pki.apiserverKey(),

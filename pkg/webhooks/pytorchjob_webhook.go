@@ -15,8 +15,8 @@ import (
 // user, Kueue starting it). The controller defaults in memory on every pass
 // anyway (legacy.Defaulted), so an update that drops a default changes nothing.
 //
-// +kubebuilder:webhook:path=/mutate-kubeflow-org-v1-pytorchjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create,versions=v1,name=mpytorchjob.kubeflow.org,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-kubeflow-org-v1-pytorchjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create;update,versions=v1,name=vpytorchjob.kubeflow.org,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-kubeflow-org-v1-pytorchjob,mutating=true,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create,versions=v1,name=mpytorchjob.kubeflow.org,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-kubeflow-org-v1-pytorchjob,mutating=false,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create;update,versions=v1,name=vpytorchjob.kubeflow.org,admissionReviewVersions=v1
 
 // PyTorchJobDefaulter stores v1's defaults (legacy.Default) on a new
 // PyTorchJob, so that `kubectl get -o yaml` shows what the job runs with.

@@ -19,9 +19,11 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -142,15 +144,17 @@ func renderChartYAML(t *testing.T, namespace string, values map[string]any, flag
 // them in release namespace nonDefaultReleaseNamespace.
 func nonDefaultValues() map[string]any {
 	return map[string]any{
-		"namespace":        map[string]any{"create": true, "name": nonDefaultNamespace},
-		"image":            map[string]any{"repository": "registry.example.com/mirror/trainyard-manager", "tag": "v9.9.9", "pullPolicy": "Always"},
-		"imagePullSecrets": []any{map[string]any{"name": "mirror-credentials"}},
-		"replicaCount":     2,
-		"leaderElection":   map[string]any{"enabled": true, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms"},
-		"kueue":            map[string]any{"mode": "jobset"},
-		"clusterDomain":    "corp.example",
-		"pytorchJob":       map[string]any{"gangSchedulerName": "volcano"},
-		"webhook":          map[string]any{"certManager": map[string]any{"enabled": true}},
+		"namespace":                 map[string]any{"create": true, "name": nonDefaultNamespace},
+		"image":                     map[string]any{"repository": "registry.example.com/mirror/trainyard-manager", "tag": "v9.9.9", "pullPolicy": "Always"},
+		"imagePullSecrets":          []any{map[string]any{"name": "mirror-credentials"}},
+		"replicaCount":              2,
+		"leaderElection":            map[string]any{"enabled": true, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms"},
+		"kueue":                     map[string]any{"mode": "jobset"},
+		"clusterDomain":             "corp.example",
+		"pytorchJob":                map[string]any{"gangSchedulerName": "volcano"},
+		"webhook":                   map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 5, "certManager": map[string]any{"enabled": true}},
+		"podDisruptionBudget":       map[string]any{"maxUnavailable": "50%"},
+		"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}},
 		"metrics": map[string]any{
 			"secure": false, "port": 9090,
 			"readerServiceAccounts": []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}},
@@ -480,6 +484,7 @@ func TestChartDefaults(t *testing.T) {
 		}
 	}
 	checkWebhookPolicies(t, webhooksIn(t, docs))
+	checkAvailability(t, dep, decodeInto[policyv1.PodDisruptionBudget](t, findIn(t, docs, "PodDisruptionBudget", managerName)))
 }
 
 // TestChartRBAC checks that every Role and ClusterRole of the chart has
@@ -519,7 +524,7 @@ func TestChartRBAC(t *testing.T) {
 			map[string][]rbacv1.Subject{metricsReaderRole: {{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}},
 				publicConfigMapReaderRole: allAuthenticated}, nonDefaultReleaseNamespace},
 		// No leader election: no Lease permissions.
-		{"leader election off", systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}}, append([]string{
+		{"leader election off", systemNamespace, map[string]any{"replicaCount": 1, "leaderElection": map[string]any{"enabled": false}}, append([]string{
 			"ClusterRole/" + managerName, "Role/" + certRotationRole, "ClusterRole/" + certRotationRole, "ClusterRole/" + runtimeReaderRole,
 		}, userRoles...), map[string][]rbacv1.Subject{runtimeReaderRole: allAuthenticated, publicConfigMapReaderRole: allAuthenticated}, ""},
 	} {
@@ -719,8 +724,11 @@ func TestChartCertManager(t *testing.T) {
 	})
 	checkChartObjects(t, docs, systemNamespace)
 	compareWithKustomize(t, docs, "manifests/overlays/cert-manager", true, true)
+	checkWebhookCAChain(t, docs, systemNamespace, "cluster.local")
 
-	// With an issuer of one's own, the chart creates no Issuer.
+	// With an issuer of one's own, the chart creates no Issuer and no CA, and
+	// the CA injector takes the CA from the serving certificate's Secret
+	// (ca.crt, which that issuer sets).
 	docs = renderChart(t, systemNamespace, map[string]any{"webhook": map[string]any{"certManager": map[string]any{
 		"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "corp-ca"},
 	}}})
@@ -735,6 +743,19 @@ func TestChartCertManager(t *testing.T) {
 	}
 	if ref := cert.Spec.IssuerRef; ref.Kind != "ClusterIssuer" || ref.Name != "corp-ca" {
 		t.Errorf("Certificate issuerRef %+v, want ClusterIssuer corp-ca", ref)
+	}
+	for _, d := range docs {
+		switch d.kind() {
+		case "Certificate":
+			if d.name() != webhookSecret {
+				t.Errorf("%s: issuerRef is set; the chart must create only the serving certificate", d)
+			}
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			ann, _ := meta(d.obj)["annotations"].(map[string]any)
+			if v, want := str(ann[injectCAFrom]), systemNamespace+"/"+webhookSecret; v != want {
+				t.Errorf("%s: %s=%q, want %q", d, injectCAFrom, v, want)
+			}
+		}
 	}
 }
 
@@ -756,7 +777,10 @@ func TestChartNonDefaultValues(t *testing.T) {
 		"Role/" + certRotationRole:                                false,
 		"ClusterRole/" + certRotationRole:                         false,
 		"Issuer/trainyard-selfsigned":                             true,
+		"Issuer/trainyard-ca":                                     true,
+		"Certificate/trainyard-webhook-ca":                        true,
 		"Certificate/" + webhookSecret:                            true,
+		"PodDisruptionBudget/" + managerName:                      true,
 		serviceMonitorKind + "/" + managerName:                    true,
 		"CustomResourceDefinition/trainjobs.trainer.kubeflow.org": true,
 	} {
@@ -823,7 +847,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 		s.Replicas = nil
 		s.Template.Annotations = nil
 		ps := &s.Template.Spec
-		ps.NodeSelector, ps.Tolerations, ps.ImagePullSecrets, ps.PriorityClassName = nil, nil, nil, ""
+		ps.NodeSelector, ps.Tolerations, ps.ImagePullSecrets, ps.PriorityClassName, ps.TopologySpreadConstraints = nil, nil, nil, "", nil
 		ps.Containers[0].Image, ps.Containers[0].ImagePullPolicy, ps.Containers[0].Args, ps.Containers[0].Resources = "", "", nil, corev1.ResourceRequirements{}
 		// metrics.port; checkService below checks the metrics port.
 		ps.Containers[0].Ports = slices.DeleteFunc(ps.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
@@ -833,34 +857,33 @@ func TestChartNonDefaultValues(t *testing.T) {
 		t.Errorf("the Deployment differs from the default one beyond the values (-default +non-default):\n%s", diff)
 	}
 
-	// The webhooks call the Service in the chosen namespace, and the CA comes
-	// from cert-manager's Certificate for that Service.
+	// The pods spread across zones, as topologySpreadConstraints say, and
+	// at most half of them may be evicted at a time.
+	wantSpread := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: dep.Spec.Selector.MatchLabels}}}
+	if diff := cmp.Diff(wantSpread, spec.TopologySpreadConstraints); diff != "" {
+		t.Errorf("topologySpreadConstraints (-want +got):\n%s", diff)
+	}
+	pdb := decodeInto[policyv1.PodDisruptionBudget](t, findIn(t, docs, "PodDisruptionBudget", managerName))
+	if mu := pdb.Spec.MaxUnavailable; mu == nil || *mu != intstr.FromString("50%") || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v, minAvailable %v; want 50%% and unset", deref(mu), deref(pdb.Spec.MinAvailable))
+	}
+	if diff := cmp.Diff(dep.Spec.Selector, pdb.Spec.Selector); diff != "" {
+		t.Errorf("PodDisruptionBudget selector (-Deployment's +budget's):\n%s", diff)
+	}
+
+	// The webhooks call the Service in the chosen namespace, with the failure
+	// policy and timeout of the values, and the CA comes from cert-manager's
+	// CA for that Service, in the cluster's domain.
 	for _, w := range webhooksIn(t, docs) {
 		if s := w.clientConfig.Service; s == nil || s.Name != webhookService || s.Namespace != ns {
 			t.Errorf("%s: calls %+v, want Service %s/%s", w, s, ns, webhookService)
 		}
-	}
-	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-		for _, d := range docs {
-			if d.kind() != kind {
-				continue
-			}
-			ann, _ := meta(d.obj)["annotations"].(map[string]any)
-			if v := str(ann[injectCAFrom]); v != ns+"/"+webhookSecret {
-				t.Errorf("%s: %s=%q, want %s/%s", d, injectCAFrom, v, ns, webhookSecret)
-			}
+		if w.failurePolicy == nil || *w.failurePolicy != admissionregistrationv1.Ignore || w.timeoutSeconds == nil || *w.timeoutSeconds != 5 {
+			t.Errorf("%s: failurePolicy %v, timeoutSeconds %v; want Ignore and 5", w, deref(w.failurePolicy), deref(w.timeoutSeconds))
 		}
 	}
-	var cert certificate
-	if err := yaml.Unmarshal(findIn(t, docs, "Certificate", webhookSecret).json, &cert); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{webhookService + "." + ns + ".svc", webhookService + "." + ns + ".svc.cluster.local"}; !slices.Equal(cert.Spec.DNSNames, want) {
-		t.Errorf("Certificate dnsNames %q, want %q", cert.Spec.DNSNames, want)
-	}
-	if cert.Spec.SecretName != webhookSecret {
-		t.Errorf("Certificate secretName %q, want %q (the Secret the Deployment mounts)", cert.Spec.SecretName, webhookSecret)
-	}
+	checkWebhookCAChain(t, docs, ns, "corp.example")
 
 	// The ServiceMonitor scrapes the metrics port of the metrics Service, and
 	// carries the labels Prometheus selects it by.
@@ -1022,12 +1045,65 @@ func TestChartValueVariants(t *testing.T) {
 		}
 	})
 	t.Run("leader election off", func(t *testing.T) {
-		docs := renderChart(t, systemNamespace, map[string]any{"leaderElection": map[string]any{"enabled": false}})
+		// One replica: several need leader election (rejected below).
+		docs := renderChart(t, systemNamespace, map[string]any{"replicaCount": 1, "leaderElection": map[string]any{"enabled": false}})
 		c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]
 		for _, a := range c.Args {
 			if strings.HasPrefix(a, "--leader-elect") {
 				t.Errorf("leaderElection.enabled=false, but the manager runs with %s", a)
 			}
+		}
+	})
+	t.Run("one replica", func(t *testing.T) {
+		// No PodDisruptionBudget: with one replica it would protect nothing
+		// (maxUnavailable 1) or block every drain. podDisruptionBudget.enabled
+		// false drops it with two.
+		for _, values := range []map[string]any{
+			{"replicaCount": 1},
+			{"podDisruptionBudget": map[string]any{"enabled": false}},
+		} {
+			docs := renderChart(t, systemNamespace, values)
+			if slices.ContainsFunc(docs, func(d doc) bool { return d.kind() == "PodDisruptionBudget" }) {
+				t.Errorf("%v: a PodDisruptionBudget is rendered", values)
+			}
+		}
+	})
+	t.Run("webhook failure policy and timeout", func(t *testing.T) {
+		docs := renderChart(t, systemNamespace, map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 3}})
+		hooks := webhooksIn(t, docs)
+		if len(hooks) < 6 {
+			t.Fatalf("%d webhooks, want every one of the configurations", len(hooks))
+		}
+		for _, w := range hooks {
+			if w.failurePolicy == nil || *w.failurePolicy != admissionregistrationv1.Ignore {
+				t.Errorf("%s: failurePolicy %v, want Ignore", w, deref(w.failurePolicy))
+			}
+			if w.timeoutSeconds == nil || *w.timeoutSeconds != 3 {
+				t.Errorf("%s: timeoutSeconds %v, want 3", w, deref(w.timeoutSeconds))
+			}
+		}
+	})
+	t.Run("topology spread", func(t *testing.T) {
+		// An entry without a labelSelector counts the manager's pods; one
+		// with a selector keeps it; [] leaves the pods to the scheduler.
+		custom := map[string]any{"topologySpreadConstraints": []any{
+			map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"},
+			map[string]any{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"team": "ml"}}},
+		}}
+		dep := decodeInto[appsv1.Deployment](t, findIn(t, renderChart(t, systemNamespace, custom), "Deployment", managerName))
+		want := []corev1.TopologySpreadConstraint{
+			{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: dep.Spec.Selector.MatchLabels}},
+			{MaxSkew: 2, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ml"}}},
+		}
+		if diff := cmp.Diff(want, dep.Spec.Template.Spec.TopologySpreadConstraints); diff != "" {
+			t.Errorf("topologySpreadConstraints (-want +got):\n%s", diff)
+		}
+		dep = decodeInto[appsv1.Deployment](t, findIn(t, renderChart(t, systemNamespace, map[string]any{"topologySpreadConstraints": []any{}}), "Deployment", managerName))
+		if c := dep.Spec.Template.Spec.TopologySpreadConstraints; c != nil {
+			t.Errorf("topologySpreadConstraints=[]: %+v", c)
 		}
 	})
 	t.Run("secure metrics with a ServiceMonitor", func(t *testing.T) {
@@ -1095,6 +1171,11 @@ func TestChartValueVariants(t *testing.T) {
 		"a lease duration that is no Go duration":  {map[string]any{"leaderElection": map[string]any{"leaseDuration": "4 seconds"}}, "leaseDuration"},
 		"an unknown PyTorchJob gang scheduler":     {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
 		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
+		"an unknown webhook failure policy":        {map[string]any{"webhook": map[string]any{"failurePolicy": "fail"}}, "failurePolicy"},
+		"a webhook timeout over 30 seconds":        {map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}, "timeoutSeconds"},
+		"a webhook timeout of 0":                   {map[string]any{"webhook": map[string]any{"timeoutSeconds": 0}}, "timeoutSeconds"},
+		"a disruption budget of no pods":           {map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": 0}}, "maxUnavailable"},
+		"a spread that is no constraint":           {map[string]any{"topologySpreadConstraints": []any{map[string]any{"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes", "maxSkew": 1}}}, "whenUnsatisfiable"},
 		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
 		// Helm keeps the release in its namespace, so that one exists before
 		// the chart's objects: the chart cannot create it.

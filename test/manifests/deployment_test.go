@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -15,7 +16,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -145,9 +149,7 @@ func TestManagerDeployment(t *testing.T) {
 	dep := decodeInto[appsv1.Deployment](t, tr.find(t, "Deployment", managerName))
 	spec := dep.Spec.Template.Spec
 
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
-		t.Errorf("replicas: %v, want 1", dep.Spec.Replicas)
-	}
+	checkAvailability(t, dep, decodeInto[policyv1.PodDisruptionBudget](t, tr.find(t, "PodDisruptionBudget", managerName)))
 	if spec.ServiceAccountName != managerName {
 		t.Errorf("serviceAccountName %q, want %q", spec.ServiceAccountName, managerName)
 	}
@@ -305,6 +307,64 @@ func TestManagerDeployment(t *testing.T) {
 	// The metrics Service selects the manager's pods and reaches the metrics port.
 	svc := decodeInto[corev1.Service](t, tr.find(t, "Service", metricsService))
 	checkService(t, svc, dep, 8443, metricsPort)
+}
+
+// checkAvailability checks what keeps the webhooks, which fail closed,
+// answering while a manager pod goes away: two replicas, which need leader
+// election (every replica serves the webhooks, one reconciles); a
+// PodDisruptionBudget over exactly the manager's pods that lets a drain evict
+// one of them at a time, and unready ones always; and a spread of the pods
+// across nodes that never keeps one from scheduling (ScheduleAnyway: a
+// single-node cluster runs both).
+func checkAvailability(t *testing.T, dep *appsv1.Deployment, pdb *policyv1.PodDisruptionBudget) {
+	t.Helper()
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas: %v, want 2", deref(dep.Spec.Replicas))
+	}
+	if c := dep.Spec.Template.Spec.Containers[0]; !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("container %s: args %q lack --leader-elect, which several replicas need", c.Name, c.Args)
+	}
+	podLabels := labels.Set(dep.Spec.Template.Labels)
+	selects := func(what string, ls *metav1.LabelSelector) {
+		t.Helper()
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		switch {
+		case err != nil || ls == nil:
+			t.Errorf("%s: label selector %v: %v", what, ls, err)
+		case !sel.Matches(podLabels):
+			t.Errorf("%s: selector %s does not select the manager's pods (labels %v)", what, sel, podLabels)
+		case !slices.Equal(slices.Sorted(maps.Keys(ls.MatchLabels)), slices.Sorted(maps.Keys(dep.Spec.Selector.MatchLabels))) || len(ls.MatchExpressions) > 0:
+			t.Errorf("%s: selector %s, want the Deployment's %v", what, sel, dep.Spec.Selector.MatchLabels)
+		}
+	}
+
+	if pdb.Namespace != dep.Namespace {
+		t.Errorf("PodDisruptionBudget in namespace %q, the Deployment in %q", pdb.Namespace, dep.Namespace)
+	}
+	selects("PodDisruptionBudget "+pdb.Name, pdb.Spec.Selector)
+	// With 2 replicas, both maxUnavailable 1 and minAvailable 1 allow one
+	// eviction at a time and none while one pod is down.
+	one := intstr.FromInt32(1)
+	if ma, mu := pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable; !(ma == nil && mu != nil && *mu == one) && !(mu == nil && ma != nil && *ma == one) {
+		t.Errorf("PodDisruptionBudget: minAvailable %v, maxUnavailable %v; want one of them 1", deref(ma), deref(mu))
+	}
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("PodDisruptionBudget: unhealthyPodEvictionPolicy %v, want AlwaysAllow (an unready replica must not block drains)", deref(p))
+	}
+
+	var spread []corev1.TopologySpreadConstraint
+	for _, c := range dep.Spec.Template.Spec.TopologySpreadConstraints {
+		if c.TopologyKey == corev1.LabelHostname {
+			spread = append(spread, c)
+		}
+	}
+	if len(spread) != 1 {
+		t.Fatalf("topologySpreadConstraints %+v: want one over %s", dep.Spec.Template.Spec.TopologySpreadConstraints, corev1.LabelHostname)
+	}
+	if c := spread[0]; c.MaxSkew != 1 || c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+		t.Errorf("topology spread over nodes: maxSkew %d, whenUnsatisfiable %s; want 1 and ScheduleAnyway", c.MaxSkew, c.WhenUnsatisfiable)
+	}
+	selects("topology spread over nodes", spread[0].LabelSelector)
 }
 
 // checkService checks that a Service selects the manager's pods and exposes

@@ -31,6 +31,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -308,6 +309,7 @@ var typed = map[string]struct {
 	"CustomResourceDefinition": {"apiextensions.k8s.io/v1", false, func() any { return &apiextensionsv1.CustomResourceDefinition{} }},
 	"Secret":                   {"v1", true, func() any { return &corev1.Secret{} }},
 	"ConfigMap":                {"v1", true, func() any { return &corev1.ConfigMap{} }},
+	"PodDisruptionBudget":      {"policy/v1", true, func() any { return &policyv1.PodDisruptionBudget{} }},
 	"MutatingWebhookConfiguration": {"admissionregistration.k8s.io/v1", false, func() any {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	}},
@@ -623,6 +625,7 @@ func TestLocalOverlay(t *testing.T) {
 	got := checkRendered(t, docs)
 	removed := map[string]bool{
 		"Deployment/" + managerName:                               true,
+		"PodDisruptionBudget/" + managerName:                      true,
 		"Service/" + metricsService:                               true,
 		"Service/" + webhookService:                               true,
 		"Secret/" + webhookSecret:                                 true,

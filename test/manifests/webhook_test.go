@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -23,6 +25,10 @@ import (
 // injectCAFrom is the annotation by which cert-manager's CA injector fills in
 // the caBundle of a webhook configuration from a Certificate's Secret.
 const injectCAFrom = "cert-manager.io/inject-ca-from"
+
+// webhookTimeout is the timeoutSeconds of every webhook: the markers' in
+// pkg/webhooks, and the chart's default webhook.timeoutSeconds.
+const webhookTimeout = 10
 
 // managerWebhookConfigurations returns the names of the webhook configurations
 // that the manager injects its CA bundle into, from the constants
@@ -62,6 +68,7 @@ type webhook struct {
 	clientConfig            admissionregistrationv1.WebhookClientConfig
 	rules                   []admissionregistrationv1.RuleWithOperations
 	failurePolicy           *admissionregistrationv1.FailurePolicyType
+	timeoutSeconds          *int32
 	sideEffects             *admissionregistrationv1.SideEffectClass
 	admissionReviewVersions []string
 }
@@ -76,11 +83,11 @@ func webhooksIn(t *testing.T, docs []doc) []webhook {
 		switch d.kind() {
 		case "MutatingWebhookConfiguration":
 			for _, w := range decodeInto[admissionregistrationv1.MutatingWebhookConfiguration](t, d).Webhooks {
-				out = append(out, webhook{d, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions})
+				out = append(out, webhook{d, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.TimeoutSeconds, w.SideEffects, w.AdmissionReviewVersions})
 			}
 		case "ValidatingWebhookConfiguration":
 			for _, w := range decodeInto[admissionregistrationv1.ValidatingWebhookConfiguration](t, d).Webhooks {
-				out = append(out, webhook{d, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions})
+				out = append(out, webhook{d, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.TimeoutSeconds, w.SideEffects, w.AdmissionReviewVersions})
 			}
 		}
 	}
@@ -88,7 +95,9 @@ func webhooksIn(t *testing.T, docs []doc) []webhook {
 }
 
 // checkWebhookPolicies checks what each webhook must declare, wherever it
-// points: that it fails closed, has no side effects, speaks admission/v1, and
+// points: that it fails closed, waits for an answer no longer than the
+// 10 seconds of webhookTimeout (a hung replica must not hold API requests for
+// the 30 s maximum), has no side effects, speaks admission/v1, and
 // only intercepts Trainyard's own API group and the legacy PyTorchJob it
 // serves, so that a manager that is down blocks nothing else in the cluster
 // (not the other kubeflow.org/v1 kinds, which Trainyard does not run).
@@ -105,6 +114,9 @@ func checkWebhookPolicies(t *testing.T, hooks []webhook) {
 		seen[w.name] = true
 		if w.failurePolicy == nil || *w.failurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("%s: failurePolicy %v, want Fail", w, deref(w.failurePolicy))
+		}
+		if w.timeoutSeconds == nil || *w.timeoutSeconds != webhookTimeout {
+			t.Errorf("%s: timeoutSeconds %v, want %d", w, deref(w.timeoutSeconds), webhookTimeout)
 		}
 		if w.sideEffects == nil || *w.sideEffects != admissionregistrationv1.SideEffectClassNone {
 			t.Errorf("%s: sideEffects %v, want None", w, deref(w.sideEffects))
@@ -243,22 +255,159 @@ func TestGeneratedWebhooksUpToDate(t *testing.T) {
 type certificate struct {
 	Spec struct {
 		SecretName string   `json:"secretName"`
+		CommonName string   `json:"commonName"`
 		DNSNames   []string `json:"dnsNames"`
+		IsCA       bool     `json:"isCA"`
+		Duration   string   `json:"duration"`
 		IssuerRef  struct {
 			Name  string `json:"name"`
 			Kind  string `json:"kind"`
 			Group string `json:"group"`
 		} `json:"issuerRef"`
+		PrivateKey struct {
+			RotationPolicy string `json:"rotationPolicy"`
+		} `json:"privateKey"`
 	} `json:"spec"`
+}
+
+// issuer holds the fields of a cert-manager Issuer this test reads.
+type issuer struct {
+	Spec struct {
+		SelfSigned *struct{} `json:"selfSigned"`
+		CA         *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca"`
+	} `json:"spec"`
+}
+
+// checkWebhookCAChain checks the webhook certificate that cert-manager issues
+// when no issuer of the user's is named (the cert-manager overlay, the chart's
+// webhook.certManager.enabled): a CA of its own, so that renewing the serving
+// certificate, with a new key each time, keeps the trust anchor the API server
+// has. A self-signed Issuer issues a long-lived CA Certificate that keeps its
+// key when renewed; a CA Issuer signs the serving Certificate, for the webhook
+// Service in namespace ns, with that CA; and the CA injector fills both webhook
+// configurations from the CA Certificate, not from the serving one. It returns
+// the serving Certificate.
+func checkWebhookCAChain(t *testing.T, docs []doc, ns, clusterDomain string) certificate {
+	t.Helper()
+	certs := map[string]certificate{}
+	issuers := map[string]issuer{}
+	for _, d := range docs {
+		switch d.kind() {
+		case "Certificate":
+			var c certificate
+			if err := yaml.UnmarshalStrict(d.json, &struct {
+				certificate `json:",inline"`
+				APIVersion  string         `json:"apiVersion"`
+				Kind        string         `json:"kind"`
+				Metadata    map[string]any `json:"metadata"`
+			}{}); err != nil {
+				t.Errorf("%s: fields this test does not know: %v", d, err)
+			}
+			if err := yaml.Unmarshal(d.json, &c); err != nil {
+				t.Fatalf("%s: %v", d, err)
+			}
+			certs[d.name()] = c
+		case "Issuer":
+			var i issuer
+			if err := yaml.Unmarshal(d.json, &i); err != nil {
+				t.Fatalf("%s: %v", d, err)
+			}
+			issuers[d.name()] = i
+		}
+	}
+	if len(certs) != 2 || len(issuers) != 2 {
+		t.Fatalf("Certificates %v and Issuers %v: want two of each (the CA and the serving certificate; a self-signed and a CA Issuer)", slices.Sorted(maps.Keys(certs)), slices.Sorted(maps.Keys(issuers)))
+	}
+	localIssuer := func(what string, c certificate) (string, issuer) {
+		t.Helper()
+		ref := c.Spec.IssuerRef
+		if (ref.Kind != "" && ref.Kind != "Issuer") || (ref.Group != "" && ref.Group != "cert-manager.io") {
+			t.Errorf("%s: issuerRef %+v, want an Issuer of the same namespace", what, ref)
+		}
+		i, ok := issuers[ref.Name]
+		if !ok {
+			t.Errorf("%s: issuerRef names Issuer %q, which is not rendered", what, ref.Name)
+		}
+		return ref.Name, i
+	}
+
+	// The serving certificate, in the Secret the Deployment mounts, for the
+	// name the API server calls, signed by a CA Issuer.
+	serving, ok := certs[webhookSecret]
+	if !ok {
+		t.Fatalf("no Certificate %s (the serving certificate)", webhookSecret)
+	}
+	if serving.Spec.SecretName != webhookSecret {
+		t.Errorf("Certificate %s: secretName %q, want %q (the Secret the Deployment mounts)", webhookSecret, serving.Spec.SecretName, webhookSecret)
+	}
+	svc := webhookService + "." + ns + ".svc"
+	if want := []string{svc, svc + "." + clusterDomain}; !slices.Equal(serving.Spec.DNSNames, want) {
+		t.Errorf("Certificate %s: dnsNames %q, want %q", webhookSecret, serving.Spec.DNSNames, want)
+	}
+	if serving.Spec.IsCA {
+		t.Errorf("Certificate %s: the serving certificate must not be a CA", webhookSecret)
+	}
+	if p := serving.Spec.PrivateKey.RotationPolicy; p != "Always" {
+		t.Errorf("Certificate %s: privateKey.rotationPolicy %q, want Always (a new key with each renewal)", webhookSecret, p)
+	}
+	caIssuerName, caIssuer := localIssuer("Certificate "+webhookSecret, serving)
+	if caIssuer.Spec.CA == nil || caIssuer.Spec.CA.SecretName == "" {
+		t.Fatalf("Issuer %s, which signs the serving certificate, is no CA Issuer: %+v", caIssuerName, caIssuer.Spec)
+	}
+
+	// The CA, in the Secret the CA Issuer signs with.
+	var caName string
+	for name, c := range certs {
+		if c.Spec.SecretName == caIssuer.Spec.CA.SecretName {
+			caName = name
+		}
+	}
+	ca, ok := certs[caName]
+	if !ok || caName == webhookSecret {
+		t.Fatalf("no CA Certificate writes Secret %s, the CA of Issuer %s", caIssuer.Spec.CA.SecretName, caIssuerName)
+	}
+	if !ca.Spec.IsCA {
+		t.Errorf("Certificate %s: isCA false, want true", caName)
+	}
+	if d, err := time.ParseDuration(ca.Spec.Duration); err != nil || d < 5*365*24*time.Hour {
+		t.Errorf("Certificate %s: duration %q (%v), want years: each CA renewal changes the trust anchor", caName, ca.Spec.Duration, err)
+	}
+	if p := ca.Spec.PrivateKey.RotationPolicy; p != "Never" {
+		t.Errorf("Certificate %s: privateKey.rotationPolicy %q, want Never: with the same key, serving certificates signed before a CA renewal still verify", caName, p)
+	}
+	if name, i := localIssuer("Certificate "+caName, ca); i.Spec.SelfSigned == nil {
+		t.Errorf("Issuer %s, which issues the CA, is not self-signed: %+v", name, i.Spec)
+	}
+
+	// The CA injector copies the CA, not the serving certificate's issuer
+	// chain of the moment, into both configurations.
+	inject := ns + "/" + caName
+	n := 0
+	for _, d := range docs {
+		if k := d.kind(); k != "MutatingWebhookConfiguration" && k != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		n++
+		ann, _ := meta(d.obj)["annotations"].(map[string]any)
+		if v := str(ann[injectCAFrom]); v != inject {
+			t.Errorf("%s: annotation %s=%q, want %q (the CA Certificate)", d, injectCAFrom, v, inject)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d webhook configurations, want 2", n)
+	}
+	return serving
 }
 
 // TestCertManagerOverlay renders manifests/overlays/cert-manager and checks
 // that it is the standalone install with the certificate from cert-manager:
-// a Certificate for the webhook Service written to the mounted Secret, the
-// CA injected into both webhook configurations, the manager started with
-// --cert-management=external, and neither the placeholder Secret nor the
-// RBAC of the built-in rotation, which it no longer needs. Nothing else may
-// differ from the standalone overlay.
+// a CA chain (checkWebhookCAChain) for the webhook Service, the serving
+// certificate written to the mounted Secret, the CA injected into both webhook
+// configurations, the manager started with --cert-management=external, and
+// neither the placeholder Secret nor the RBAC of the built-in rotation, which
+// it no longer needs. Nothing else may differ from the standalone overlay.
 func TestCertManagerOverlay(t *testing.T) {
 	docs := render(t, "manifests/overlays/cert-manager")
 	standalone := render(t, "manifests/overlays/standalone")
@@ -277,17 +426,7 @@ func TestCertManagerOverlay(t *testing.T) {
 			want[key] = true
 		}
 	}
-
-	// The Certificate and its Issuer.
-	var certs []doc
-	issuers := map[string]doc{}
 	for _, d := range docs {
-		switch d.kind() {
-		case "Certificate":
-			certs = append(certs, d)
-		case "Issuer":
-			issuers[d.name()] = d
-		}
 		if _, ok := certManagerKinds[d.kind()]; ok {
 			want[d.kind()+"/"+d.name()] = true
 		}
@@ -295,56 +434,7 @@ func TestCertManagerOverlay(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("objects of the cert-manager overlay (-standalone without the built-in rotation's objects, plus cert-manager's +rendered):\n%s", diff)
 	}
-	if len(certs) != 1 {
-		t.Fatalf("want one Certificate, found %d", len(certs))
-	}
-	certDoc := certs[0]
-	var cert certificate
-	if err := yaml.Unmarshal(certDoc.json, &cert); err != nil {
-		t.Fatalf("%s: %v", certDoc, err)
-	}
-	if cert.Spec.SecretName != webhookSecret {
-		t.Errorf("%s: secretName %q, want %q (the Secret the Deployment mounts)", certDoc, cert.Spec.SecretName, webhookSecret)
-	}
-	dnsName := webhookService + "." + systemNamespace + ".svc"
-	if !slices.Contains(cert.Spec.DNSNames, dnsName) {
-		t.Errorf("%s: dnsNames %q lack %s, the name the API server calls", certDoc, cert.Spec.DNSNames, dnsName)
-	}
-	switch ref := cert.Spec.IssuerRef; {
-	case ref.Group != "" && ref.Group != "cert-manager.io":
-		// An external issuer, configured by the user.
-	case ref.Kind == "ClusterIssuer":
-		// Cluster-wide, configured by the user.
-	case ref.Kind == "" || ref.Kind == "Issuer":
-		issuer, ok := issuers[ref.Name]
-		if !ok {
-			t.Errorf("%s: issuerRef names Issuer %q, which the overlay lacks", certDoc, ref.Name)
-			break
-		}
-		var spec struct {
-			Spec map[string]any `json:"spec"`
-		}
-		if err := yaml.Unmarshal(issuer.json, &spec); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := spec.Spec["selfSigned"]; !ok {
-			t.Errorf("%s: want a selfSigned Issuer, got spec %v", issuer, spec.Spec)
-		}
-	default:
-		t.Errorf("%s: issuerRef kind %q", certDoc, ref.Kind)
-	}
-
-	// The CA injector fills in both configurations from that Certificate.
-	inject := systemNamespace + "/" + certDoc.name()
-	for _, d := range docs {
-		if k := d.kind(); k != "MutatingWebhookConfiguration" && k != "ValidatingWebhookConfiguration" {
-			continue
-		}
-		ann, _ := meta(d.obj)["annotations"].(map[string]any)
-		if v := str(ann[injectCAFrom]); v != inject {
-			t.Errorf("%s: annotation %s=%q, want %q", d, injectCAFrom, v, inject)
-		}
-	}
+	checkWebhookCAChain(t, docs, systemNamespace, "cluster.local")
 
 	// The manager uses the mounted certificate.
 	dep := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName))

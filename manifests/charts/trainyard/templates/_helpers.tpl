@@ -59,6 +59,29 @@ Whether the manager creates and rotates the webhook certificate itself
 {{- end -}}
 
 {{/*
+With cert-manager and no issuerRef of the user's, the chart's CA: the
+self-signed Issuer, the CA Certificate and Secret trainyard-webhook-ca, and the
+CA Issuer that signs the serving certificate.
+*/}}
+{{- define "trainyard.selfSignedIssuer" -}}trainyard-selfsigned{{- end -}}
+{{- define "trainyard.webhookCA" -}}trainyard-webhook-ca{{- end -}}
+{{- define "trainyard.caIssuer" -}}trainyard-ca{{- end -}}
+
+{{/*
+The Certificate whose CA cert-manager's CA injector puts into the webhook
+configurations: the chart's CA, so that renewing the serving certificate
+changes no trust anchor; with an issuerRef of the user's, the serving
+certificate (its Secret's ca.crt, the issuer's CA).
+*/}}
+{{- define "trainyard.webhookCASource" -}}
+{{- if .Values.webhook.certManager.issuerRef -}}
+{{- include "trainyard.webhookSecret" . -}}
+{{- else -}}
+{{- include "trainyard.webhookCA" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Checks of value combinations that the schema cannot express.
 */}}
 {{- define "trainyard.validate" -}}

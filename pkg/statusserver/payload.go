@@ -53,6 +53,8 @@ func badPayload(format string, args ...any) error {
 // here is one the API server accepts. It returns nil, nil for a body without
 // trainerStatus (nothing to write). lastUpdatedTime, when absent, is now:
 // the CRD requires it, and a trainer that leaves it out still reported now.
+// Either is kept as the API server keeps it, in UTC to the second, so that
+// what Decode returns is what a later read of the TrainJob returns.
 func Decode(r io.Reader, now time.Time) (*trainer.TrainerStatus, error) {
 	body, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
 	if err != nil {
@@ -102,8 +104,12 @@ func Decode(r io.Reader, now time.Time) (*trainer.TrainerStatus, error) {
 	out.LastUpdatedTime = metav1.NewTime(now.UTC().Truncate(time.Second))
 	if t := in.LastUpdatedTime; t != nil {
 		parsed, err := time.Parse(time.RFC3339, *t)
-		if err != nil || parsed.IsZero() {
-			return nil, badPayload("trainerStatus.lastUpdatedTime: %q is not an RFC 3339 time", *t)
+		// The API server keeps a time in UTC to the second, written as RFC
+		// 3339: store what it will return, and refuse a time it cannot write
+		// (its year in UTC outside 1 to 9999) or reads as unset (the zero time).
+		parsed = parsed.UTC().Truncate(time.Second)
+		if err != nil || parsed.IsZero() || parsed.Year() < 1 || parsed.Year() > 9999 {
+			return nil, badPayload("trainerStatus.lastUpdatedTime: %q is not an RFC 3339 time between the years 1 and 9999 (UTC)", *t)
 		}
 		out.LastUpdatedTime = metav1.NewTime(parsed)
 	}

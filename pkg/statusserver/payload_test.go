@@ -48,7 +48,16 @@ func TestDecode(t *testing.T) {
 		"empty metric name":                  {body: `{"trainerStatus":{"metrics":[{"name":"","value":"1"}]}}`, wantErr: "metrics[0].name"},
 		"long metric value":                  {body: `{"trainerStatus":{"metrics":[{"name":"a","value":"` + strings.Repeat("9", 65) + `"}]}}`, wantErr: "metrics[0].value"},
 		"bad time":                           {body: `{"trainerStatus":{"lastUpdatedTime":"yesterday"}}`, wantErr: "not an RFC 3339 time"},
-		"oversized body":                     {body: `{"trainerStatus":{}}` + strings.Repeat(" ", MaxBodyBytes), wantErr: "body larger than 65536 bytes"},
+		// Found by FuzzDecodeRoundTrip: the time is kept as the API server
+		// keeps it (UTC, whole seconds), and one it cannot write is refused.
+		"time kept in UTC to the second": {
+			body: `{"trainerStatus":{"lastUpdatedTime":"2026-11-23T13:59:00.999999+02:00"}}`,
+			want: &trainer.TrainerStatus{LastUpdatedTime: metav1.NewTime(time.Date(2026, 11, 23, 11, 59, 0, 0, time.UTC))},
+		},
+		"year 10000 in UTC":    {body: `{"trainerStatus":{"lastUpdatedTime":"9999-12-31T23:59:59-01:00"}}`, wantErr: "between the years 1 and 9999"},
+		"year 0":               {body: `{"trainerStatus":{"lastUpdatedTime":"0000-06-01T00:00:00Z"}}`, wantErr: "between the years 1 and 9999"},
+		"zero time once whole": {body: `{"trainerStatus":{"lastUpdatedTime":"0001-01-01T00:00:00.5Z"}}`, wantErr: "not an RFC 3339 time"},
+		"oversized body":       {body: `{"trainerStatus":{}}` + strings.Repeat(" ", MaxBodyBytes), wantErr: "body larger than 65536 bytes"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

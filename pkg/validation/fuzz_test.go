@@ -2,8 +2,11 @@ package validation
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -43,7 +46,27 @@ var trainJobSeeds = []string{
 	`{"metadata":{"name":"o"},"spec":{"runtimeRef":{"name":"torch"},"podTemplateOverrides":[{"targetJobs":[{"name":"launcher"}]},{"targetJobs":[]}]}}`,
 }
 
-// FuzzValidateTrainJob: no TrainJob, old or new, may make validation panic.
+// same fails t when two runs of the same check disagree: validation and the
+// pipeline are functions of their inputs (no map order, no clock).
+func same(t *testing.T, what string, a, b any) {
+	t.Helper()
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Fatalf("%s differs between two runs on the same input (-first +second):\n%s", what, diff)
+	}
+}
+
+// errorStrings are the errors as the API server prints them.
+func errorStrings(errs field.ErrorList) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// FuzzValidateTrainJob: no TrainJob, old or new, may make validation panic;
+// validation gives the same errors, in the same order, every time, and so
+// does Build its objects, and neither changes the TrainJob.
 func FuzzValidateTrainJob(f *testing.F) {
 	for _, s := range trainJobSeeds {
 		f.Add([]byte(s), []byte(trainJobSeeds[0]))
@@ -57,25 +80,31 @@ func FuzzValidateTrainJob(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(_ *testing.T, newJSON, oldJSON []byte) {
+	f.Fuzz(func(t *testing.T, newJSON, oldJSON []byte) {
 		var job, old trainer.TrainJob
 		if json.Unmarshal(newJSON, &job) != nil {
 			return
 		}
-		_ = ValidateTrainJob(nil, &job)
-		_ = ValidateAgainstRuntime(fw, rt, nil, &job)
+		before := job.DeepCopy()
+		check := func(what string, validate func() field.ErrorList) {
+			same(t, what, errorStrings(validate()), errorStrings(validate()))
+		}
+		check("ValidateTrainJob on create", func() field.ErrorList { return ValidateTrainJob(nil, &job) })
+		check("ValidateAgainstRuntime on create", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, nil, &job) })
 		if json.Unmarshal(oldJSON, &old) == nil {
-			_ = ValidateTrainJob(&old, &job)
-			_ = ValidateAgainstRuntime(fw, rt, &old, &job)
+			check("ValidateTrainJob on update", func() field.ErrorList { return ValidateTrainJob(&old, &job) })
+			check("ValidateAgainstRuntime on update", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, &old, &job) })
 		}
-		if _, err := fw.Build(&job, rt); err == nil {
-			// What passes validation and builds must not fail twice the same way.
-			_, _ = fw.Build(&job, rt)
-		}
+		first, err1 := fw.Build(&job, rt)
+		second, err2 := fw.Build(&job, rt)
+		same(t, "Build's error", fmt.Sprint(err1), fmt.Sprint(err2))
+		same(t, "Build's objects", first.Objects(), second.Objects())
+		same(t, "the TrainJob after validation and Build", before, &job)
 	})
 }
 
-// FuzzValidateRuntimeSpec: no runtime may make runtime validation panic.
+// FuzzValidateRuntimeSpec: no runtime may make runtime validation panic;
+// validation gives the same warnings and errors every time and changes nothing.
 func FuzzValidateRuntimeSpec(f *testing.F) {
 	f.Add([]byte(`{"template":{"spec":{"replicatedJobs":[{"name":"node","replicas":2,"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}}}}]}}}`))
 	f.Add([]byte(`{"mlPolicy":{"numNodes":0,"mpi":{},"torch":{"numProcPerNode":"auto"}},"template":{}}`))
@@ -86,11 +115,16 @@ func FuzzValidateRuntimeSpec(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(_ *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte) {
 		var spec trainer.TrainingRuntimeSpec
 		if json.Unmarshal(data, &spec) != nil {
 			return
 		}
-		_, _ = ValidateRuntimeSpec(fw, &spec)
+		before := spec.DeepCopy()
+		warnings1, errs1 := ValidateRuntimeSpec(fw, &spec)
+		warnings2, errs2 := ValidateRuntimeSpec(fw, &spec)
+		same(t, "ValidateRuntimeSpec's warnings", warnings1, warnings2)
+		same(t, "ValidateRuntimeSpec's errors", errorStrings(errs1), errorStrings(errs2))
+		same(t, "the runtime after validation", before, &spec)
 	})
 }

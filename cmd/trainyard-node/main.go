@@ -8,7 +8,18 @@
 //	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
 //	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
 //	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots] [--nvidia-smi PATH]
+//	    [--register-taint=true] [--allowed-host-paths DIR,DIR]
 //	trainyard-node --version
+//
+// It is a development node: every pod runs as root on this machine, with the
+// host's programs, files and capabilities. So that it can join a cluster that
+// others use, the Node is registered with the taint
+// trainyard.io/process-node=true:NoSchedule and a pod bound to it that does not
+// tolerate it fails (reason ProcessNodeTaintNotTolerated), DaemonSet pods
+// included; --register-taint=false drops both, for a cluster of one user (the
+// local cluster of make run does). hostPath volumes are honoured only under
+// --allowed-host-paths (default: none); a pod with another fails
+// (HostPathNotAllowed).
 //
 // Every container's environment starts with what the host's software needs
 // (--host-quirks, detected from files: PET_REDIRECTS=1 PET_TEE=1 for Debian's
@@ -69,6 +80,8 @@ func main() {
 	flag.Var(&defaultEnv, "default-env", "NAME=VALUE set in every container's environment before its own variables (a container's value wins); repeatable")
 	hostQuirks := flag.Bool("host-quirks", true, "also set what the host's software is detected to need (PET_REDIRECTS=1 PET_TEE=1 for torch 1.x on Python >= 3.11)")
 	flag.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "", "nvidia-smi that lists the GPUs the node advertises as nvidia.com/gpu (default: nvidia-smi on PATH, else "+processnode.DefaultNvidiaSMI+"; none found: no GPUs); a path given must work; "+processnode.NoNvidiaSMI+": no GPUs")
+	registerTaint := flag.Bool("register-taint", true, "register the Node with the taint "+processnode.ProcessNodeTaint.Key+"="+processnode.ProcessNodeTaint.Value+":"+string(processnode.ProcessNodeTaint.Effect)+" and refuse every pod bound to it that does not tolerate it; false only on a cluster of one user: pods run as root on this host")
+	allowedHostPaths := flag.String("allowed-host-paths", "", "comma-separated host directories under which hostPath volumes may lie (symlinks resolved); default none: a pod with a hostPath volume fails")
 	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
 	showVersion := version.RegisterFlag(flag.CommandLine)
 	flag.Parse()
@@ -95,6 +108,10 @@ func main() {
 			k, v, _ := strings.Cut(kv, "=")
 			cfg.Labels[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
+	}
+	cfg.Untainted = !*registerTaint
+	if *allowedHostPaths != "" {
+		cfg.AllowedHostPaths = strings.Split(*allowedHostPaths, ",")
 	}
 	if *hostQuirks {
 		for _, q := range processnode.DetectHostQuirks(processnode.DefaultHostPaths) {

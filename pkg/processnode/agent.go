@@ -237,6 +237,19 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	if err := syncNodeLabels(ctx, client, nodeObj); err != nil {
 		logf("%v", err)
 	}
+	if err := syncNodeTaints(ctx, client, &cfg); err != nil {
+		logf("tainting: %v", err)
+	}
+	if cfg.Untainted {
+		logf("node %s is untainted: any pod bound to it runs as root on this host (a cluster of one user only)", cfg.NodeName)
+	} else {
+		logf("node %s is tainted %s: only pods that tolerate it run", cfg.NodeName, taintString(&ProcessNodeTaint))
+	}
+	if len(cfg.AllowedHostPaths) == 0 {
+		logf("hostPath volumes: none allowed")
+	} else {
+		logf("hostPath volumes: allowed under %s", strings.Join(cfg.AllowedHostPaths, ", "))
+	}
 	logf("node %s registered (kubelet API on https://%s, pods on bridge %s, range %s)", cfg.NodeName,
 		net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(a.port)), cfg.Bridge, cfg.PodCIDR)
 	close(a.ready)

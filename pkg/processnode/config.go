@@ -54,9 +54,22 @@ type Config struct {
 	// cluster's manager runs on the host, and trainers report their progress
 	// to its status server. Empty: pods reach nothing beyond each other.
 	HostAddress string
-	// Labels and Taints are added to the Node's.
+	// Labels and Taints are added to the Node's. Unless Untainted, Taints
+	// gets ProcessNodeTaint. A pod bound to the node that does not tolerate
+	// every NoSchedule and NoExecute taint of Taints fails
+	// (ReasonTaintNotTolerated) before anything of it runs.
 	Labels map[string]string
 	Taints []corev1.Taint
+	// Untainted registers the Node without ProcessNodeTaint: for a cluster of
+	// one user (the local cluster of make run), where upstream runtimes and
+	// the SDK's TrainJobs, which tolerate no such taint, must run unchanged.
+	// The node runs pods as root on its host: on a cluster others use, keep
+	// the taint, so that only pods that ask for this node land on it.
+	Untainted bool
+	// AllowedHostPaths are the host directories under which hostPath volumes
+	// may lie (after symlinks are resolved): a pod with a hostPath anywhere
+	// else fails (ReasonHostPathNotAllowed). Empty: no hostPath is allowed.
+	AllowedHostPaths []string
 	// BackoffBase and BackoffMax bound the crash-loop back-off (defaults 10s, 5m).
 	BackoffBase, BackoffMax time.Duration
 	// SandboxBinary is started as each pod's sandbox with SandboxEnv set; it must
@@ -116,6 +129,14 @@ func (c *Config) defaults() error {
 	if c.ClusterPodCIDR == "" {
 		c.ClusterPodCIDR = c.PodCIDR
 	}
+	if !c.Untainted && !hasTaint(c.Taints, ProcessNodeTaint) {
+		c.Taints = append(append([]corev1.Taint(nil), c.Taints...), ProcessNodeTaint)
+	}
+	roots, err := cleanHostPathRoots(c.AllowedHostPaths)
+	if err != nil {
+		return err
+	}
+	c.AllowedHostPaths = roots
 	if c.CPUOvercommit == 0 {
 		c.CPUOvercommit = DefaultCPUOvercommit
 	}

@@ -5,6 +5,19 @@
 // kubelet HTTP routes), so that the real scheduler, Job and JobSet controllers drive
 // real processes: `make run` trains a model with torchrun across two such pods.
 //
+// # Policy
+//
+// Pods run as root on the host (below): this is a development node. Unless
+// Config.Untainted (trainyard-node --register-taint=false, which the local
+// cluster of one user passes), the Node carries ProcessNodeTaint,
+// trainyard.io/process-node=true:NoSchedule, and a pod bound to it that does
+// not tolerate its NoSchedule and NoExecute taints fails before anything of
+// it runs (ReasonTaintNotTolerated), DaemonSet pods and pods that name
+// spec.nodeName included. hostPath volumes are honoured only under
+// Config.AllowedHostPaths (--allowed-host-paths; default none), symlinks
+// resolved, before and after a path is created; others fail the pod
+// (ReasonHostPathNotAllowed). See admission.go and docs/processnode.md.
+//
 // # Images
 //
 // Images are not pulled and not used: a container's command and args (with $(VAR)

@@ -171,6 +171,14 @@ func (r *podRun) run(ctx context.Context) {
 		defer t.Stop()
 	}
 
+	// A pod the node refuses (its taints, its host paths) fails before it
+	// gets anything.
+	var refused *admissionError
+	if err := admit(r.p.cfg, r.snapshot()); errors.As(err, &refused) {
+		r.fail(refused.reason, refused.msg)
+		return
+	}
+
 	if !r.allocateGPUs() {
 		return
 	}
@@ -180,6 +188,10 @@ func (r *podRun) run(ctx context.Context) {
 	envs, argvs, spec, err := r.prepare(ctx)
 	for err != nil {
 		var ce *ConfigError
+		if errors.As(err, &refused) {
+			r.fail(refused.reason, refused.msg)
+			return
+		}
 		if !errors.As(err, &ce) {
 			r.fail(reasonUnsupported, err.Error())
 			return

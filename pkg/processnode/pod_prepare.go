@@ -54,7 +54,7 @@ func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][
 			dirs = append(dirs, c.WorkingDir)
 		}
 	}
-	paths, tmpfs, err := materializeVolumes(ctx, ref, r.dir, r.p.sources, r.p.tokens)
+	paths, tmpfs, err := materializeVolumes(ctx, ref, r.dir, r.p.sources, r.p.tokens, r.p.cfg.AllowedHostPaths)
 	if err != nil {
 		return nil, nil, sandboxSpec{}, err
 	}

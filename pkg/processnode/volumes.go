@@ -27,11 +27,12 @@ type volumeFile struct {
 // materializeVolumes writes the pod's file-backed volumes below dir/volumes and
 // returns, per volume, the host path its mounts bind, plus the tmpfs mounts of
 // memory-backed emptyDirs. Supported: emptyDir, configMap, secret, downwardAPI,
-// projected (configMap, secret, downwardAPI, serviceAccountToken) and hostPath.
+// projected (configMap, secret, downwardAPI, serviceAccountToken) and hostPath,
+// whose path must lie under one of hostRoots (Config.AllowedHostPaths).
 // Contents are written once, when the pod starts; later changes of a ConfigMap
 // or Secret do not reach a running pod. Service account tokens are renewed
 // (renewTokens).
-func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources, tokens TokenSource) (map[string]string, []mountSpec, error) {
+func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources, tokens TokenSource, hostRoots []string) (map[string]string, []mountSpec, error) {
 	pod := ref.Pod
 	paths := map[string]string{}
 	var tmpfs []mountSpec
@@ -48,7 +49,7 @@ func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources
 			}
 			paths[v.Name] = vdir
 		case v.HostPath != nil:
-			p, err := hostPathVolume(v.HostPath)
+			p, err := hostPathVolume(v.Name, v.HostPath, hostRoots)
 			if err != nil {
 				return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
@@ -73,8 +74,21 @@ type unsupportedError struct{ msg string }
 
 func (e *unsupportedError) Error() string { return e.msg }
 
-func hostPathVolume(h *corev1.HostPathVolumeSource) (string, error) {
-	p := filepath.Clean(h.Path)
+// hostPathVolume checks, creates when its type says so, and returns the
+// path of a hostPath volume, with its symlinks resolved: it must lie under
+// one of roots before and after it is created.
+func hostPathVolume(name string, h *corev1.HostPathVolumeSource, roots []string) (string, error) {
+	p, err := allowedHostPath(name, h.Path, roots)
+	if err != nil {
+		return "", err
+	}
+	if err := prepareHostPath(p, h); err != nil {
+		return "", err
+	}
+	return allowedHostPath(name, p, roots)
+}
+
+func prepareHostPath(p string, h *corev1.HostPathVolumeSource) error {
 	t := corev1.HostPathUnset
 	if h.Type != nil {
 		t = *h.Type
@@ -83,32 +97,32 @@ func hostPathVolume(h *corev1.HostPathVolumeSource) (string, error) {
 	switch t {
 	case corev1.HostPathDirectoryOrCreate:
 		if os.IsNotExist(err) {
-			return p, os.MkdirAll(p, 0o755)
+			return os.MkdirAll(p, 0o755)
 		}
 	case corev1.HostPathFileOrCreate:
 		if os.IsNotExist(err) {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return "", err
+				return err
 			}
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
 			if err != nil {
-				return "", err
+				return err
 			}
-			return p, f.Close()
+			return f.Close()
 		}
 	case corev1.HostPathUnset:
 		if os.IsNotExist(err) {
-			return "", &ConfigError{Msg: fmt.Sprintf("hostPath %s does not exist", p)}
+			return &ConfigError{Msg: fmt.Sprintf("hostPath %s does not exist", p)}
 		}
 	default:
 		if err != nil {
-			return "", &ConfigError{Msg: fmt.Sprintf("hostPath %s: %v", p, err)}
+			return &ConfigError{Msg: fmt.Sprintf("hostPath %s: %v", p, err)}
 		}
 		if t == corev1.HostPathDirectory && !st.IsDir() || t == corev1.HostPathFile && st.IsDir() {
-			return "", &ConfigError{Msg: fmt.Sprintf("hostPath %s is not a %s", p, t)}
+			return &ConfigError{Msg: fmt.Sprintf("hostPath %s is not a %s", p, t)}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func modeOr(m *int32, def int32) os.FileMode {

@@ -39,7 +39,7 @@ func TestVolumesAndMountPlan(t *testing.T) {
 		cms:     map[string]*corev1.ConfigMap{"team/cfg": {Data: map[string]string{"mnist.py": "print('hi')"}}},
 		secrets: map[string]*corev1.Secret{"team/sec": {Data: map[string][]byte{"TOKEN": []byte("s3cret")}}},
 	}
-	paths, tmpfs, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, nil)
+	paths, tmpfs, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestVolumesAndMountPlan(t *testing.T) {
 func TestUnsupportedVolume(t *testing.T) {
 	pod := testPod()
 	pod.Spec.Volumes = []corev1.Volume{{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
-	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, t.TempDir(), fakeSources{}, nil); err == nil {
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, t.TempDir(), fakeSources{}, nil, nil); err == nil {
 		t.Error("a PVC is not supported on a process node")
 	}
 }
@@ -110,7 +110,7 @@ func TestProjectedTokenVolume(t *testing.T) {
 		calls = append(calls, call{ns, sa, tr.Spec})
 		return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: "jwt"}}, nil
 	}}
-	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, tokens); err != nil {
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, src, tokens, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []call{{NS: "team", SA: "sa", Spec: authenticationv1.TokenRequestSpec{
@@ -146,7 +146,7 @@ func TestRenewToken(t *testing.T) {
 		n++
 		return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: fmt.Sprintf("jwt-%d", n)}}, nil
 	}}
-	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, fakeSources{}, tokens); err != nil {
+	if _, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, fakeSources{}, tokens, nil); err != nil {
 		t.Fatal(err)
 	}
 	files := projectedTokens(pod, dir)

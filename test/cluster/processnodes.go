@@ -17,8 +17,17 @@ import (
 // certificate of the cluster CA, which the API server presents
 // (--kubelet-client-certificate). All process nodes' pods share one bridge,
 // named after the state directory, and one /16; node i hands out 10.254.i.0/24.
+//
+// The local cluster has one user: its process nodes are untainted
+// (--register-taint=false), so that Kubeflow's runtimes and the SDK's TrainJobs
+// run there unchanged, and allow hostPath volumes under ProcessHostPathRoot
+// only, the shared initializer volume of examples/fashion-mnist/runtime.yaml
+// (the e2e tests make their directories below it too).
 const (
-	ProcessPodCIDR = "10.254.0.0/16"
+	// ProcessHostPathRoot is the one host directory the process nodes of the
+	// local cluster allow hostPath volumes under.
+	ProcessHostPathRoot = "/var/tmp/trainyard-initializer"
+	ProcessPodCIDR      = "10.254.0.0/16"
 	// ProcessHostAddress is the host on the pods' bridge: pods reach the
 	// manager's status server there (the serving certificate names it).
 	ProcessHostAddress = "10.254.255.254"
@@ -49,6 +58,8 @@ func (c *Cluster) processNodeArgs(i int) []string {
 		"--cluster-pod-cidr=" + ProcessPodCIDR,
 		"--bridge=" + processnode.DefaultBridge(c.o.StateDir),
 		"--host-address=" + ProcessHostAddress,
+		"--register-taint=false",
+		"--allowed-host-paths=" + ProcessHostPathRoot,
 	}
 	if c.o.ProcessNodeNvidiaSMI != "" {
 		args = append(args, "--nvidia-smi="+c.o.ProcessNodeNvidiaSMI)

@@ -23,6 +23,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/cluster"
 )
 
 // The initializer tests run Trainyard's initializer (cmd/trainyard-initializer)
@@ -87,6 +88,21 @@ func startS3(t *testing.T, ctx context.Context, ns, server, seed string) string 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// hostPathDir is a new directory under the one host directory the local
+// cluster's process nodes allow hostPath volumes under, removed after the test.
+func hostPathDir(t *testing.T) string {
+	t.Helper()
+	if err := os.MkdirAll(cluster.ProcessHostPathRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(cluster.ProcessHostPathRoot, "e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // initRuntime is a TrainingRuntime without a framework policy: the dataset
@@ -226,7 +242,7 @@ func TestInitializerS3(t *testing.T) {
 	}
 	endpoint := startS3(t, ctx, ns, server, seed)
 
-	if err := c.Client().Create(ctx, initRuntime(ns, initializer, t.TempDir())); err != nil {
+	if err := c.Client().Create(ctx, initRuntime(ns, initializer, hostPathDir(t))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{

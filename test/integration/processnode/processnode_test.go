@@ -40,10 +40,12 @@ const nodeName = "pn-integration"
 var (
 	// agentStateDir is the agent's state directory.
 	agentStateDir string
-	cs            kubernetes.Interface
-	agent         *processnode.Agent
-	bridge        string
-	kubeletHC     *http.Client
+	// hostPathRoot is the one directory the agent allows hostPath volumes under.
+	hostPathRoot string
+	cs           kubernetes.Interface
+	agent        *processnode.Agent
+	bridge       string
+	kubeletHC    *http.Client
 )
 
 func TestMain(m *testing.M) {
@@ -92,6 +94,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	agentStateDir = stateDir
+	hostPathRoot = filepath.Join(dir, "host-paths")
+	if err := os.MkdirAll(hostPathRoot, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	bridge = processnode.DefaultBridge(stateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	agent = processnode.New()
@@ -102,6 +109,8 @@ func run(m *testing.M) int {
 			TLSCertFile: certs.serverCert, TLSKeyFile: certs.serverKey, ClientCAFile: certs.ca,
 			PodCIDR: "10.254.200.0/24", BackoffBase: time.Second, ShutdownGrace: 2 * time.Second,
 			DefaultEnv: nodeDefaultEnv, NvidiaSMI: nvidiaSMI,
+			// Tainted, as by default; hostPath volumes under hostPathRoot only.
+			AllowedHostPaths: []string{hostPathRoot},
 		})
 	}()
 	select {
@@ -198,13 +207,18 @@ func createNamespace(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
-// shPod is a pod on the process node running sh -c script.
+// processNodeToleration tolerates the process node's taint.
+var processNodeToleration = corev1.Toleration{Key: processnode.ProcessNodeTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+// shPod is a pod on the process node running sh -c script; it tolerates the
+// node's taint.
 func shPod(ns, name, script string, policy corev1.RestartPolicy) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			NodeName:      nodeName,
 			RestartPolicy: policy,
+			Tolerations:   []corev1.Toleration{processNodeToleration},
 			Containers:    []corev1.Container{{Name: "c", Image: "ignored", Command: []string{"sh", "-c", script}}},
 		},
 	}
@@ -528,7 +542,7 @@ func TestTCPReadinessProbe(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	const ns = "probe"
 	createNamespace(t, ctx, ns)
-	gate := t.TempDir()
+	gate := hostPathDir(t)
 	pod := shPod(ns, "listen", `echo waiting; while [ ! -e /gate/open ]; do sleep 0.1; done
 exec python3 -c "import socket, time; s = socket.socket(); s.bind(('', 8080)); s.listen(); print('listening', flush=True); time.sleep(600)"`, corev1.RestartPolicyNever)
 	pod.Spec.Volumes = []corev1.Volume{{Name: "gate", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: gate}}}}

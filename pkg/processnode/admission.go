@@ -1,0 +1,209 @@
+package processnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// A process node runs its pods as root on its host, with the host's files. On
+// a cluster that others use it is tainted, so that only pods that ask for it
+// land there, and it refuses the pods bound to it that do not tolerate its
+// taints (a pod that names spec.nodeName skips the scheduler, and a DaemonSet's
+// pods tolerate the node.kubernetes.io taints, not this one); hostPath volumes
+// are honoured only under Config.AllowedHostPaths.
+
+// ProcessNodeTaint is the taint a process node registers with unless
+// Config.Untainted: NoSchedule, key ProcessNodeLabel.
+var ProcessNodeTaint = corev1.Taint{Key: ProcessNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// Reasons of the pods a process node refuses (the pod's status.reason, phase Failed).
+const (
+	ReasonTaintNotTolerated  = "ProcessNodeTaintNotTolerated"
+	ReasonHostPathNotAllowed = "HostPathNotAllowed"
+)
+
+// admissionError is a pod the node refuses, with the reason of its status.
+type admissionError struct{ reason, msg string }
+
+func (e *admissionError) Error() string { return e.msg }
+
+func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
+	return slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
+}
+
+// admit checks a pod against the node's taints and allowed host paths before
+// anything of it runs.
+func admit(cfg *Config, pod *corev1.Pod) error {
+	for i := range cfg.Taints {
+		t := &cfg.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !tolerates(pod.Spec.Tolerations, t) {
+			return &admissionError{ReasonTaintNotTolerated, fmt.Sprintf(
+				"node %s is a Trainyard process node (it runs pods as root on its host) and takes only pods that tolerate its taint %s; "+
+					"add to the pod's spec.tolerations {key: %s, operator: Exists, effect: %s}",
+				cfg.NodeName, taintString(t), t.Key, t.Effect)}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		if _, err := allowedHostPath(v.Name, v.HostPath.Path, cfg.AllowedHostPaths); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tolerates is the scheduler's rule for Equal and Exists tolerations: the
+// effect matches (or is empty), and the key and value match (Equal, the
+// default) or the key does (Exists; an empty key with Exists matches every
+// taint). Other operators tolerate nothing here.
+func tolerates(tolerations []corev1.Toleration, t *corev1.Taint) bool {
+	for _, tol := range tolerations {
+		if tol.Effect != "" && tol.Effect != t.Effect {
+			continue
+		}
+		if tol.Key != "" && tol.Key != t.Key {
+			continue
+		}
+		switch tol.Operator {
+		case corev1.TolerationOpExists:
+			return true
+		case "", corev1.TolerationOpEqual:
+			if tol.Key != "" && tol.Value == t.Value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func taintString(t *corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+// cleanHostPathRoots makes the allowed host paths absolute, clean and, where
+// they exist, free of symlinks, as the paths checked against them are.
+func cleanHostPathRoots(roots []string) ([]string, error) {
+	var out []string
+	for _, r := range roots {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if !filepath.IsAbs(r) {
+			return nil, fmt.Errorf("processnode: allowed host path %q is not absolute", r)
+		}
+		resolved, err := resolveHostPath(r)
+		if err != nil {
+			return nil, fmt.Errorf("processnode: allowed host path %q: %w", r, err)
+		}
+		out = append(out, resolved)
+	}
+	return out, nil
+}
+
+// resolveHostPath is p, clean, with the symlinks of its longest existing part
+// resolved; the rest, not there yet, is appended as it is. A dangling symlink
+// is an error: what it would create is not known.
+func resolveHostPath(p string) (string, error) {
+	p = filepath.Clean(p)
+	rest, cur := "", p
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(cur); lerr == nil {
+			return "", fmt.Errorf("%s is a dangling symlink", cur)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest, cur = filepath.Join(filepath.Base(cur), rest), parent
+	}
+}
+
+func underRoot(p, root string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}
+
+// allowedHostPath resolves the hostPath of volume vol and checks that it lies
+// under one of roots; it returns the resolved path.
+func allowedHostPath(vol, path string, roots []string) (string, error) {
+	if !filepath.IsAbs(path) {
+		return "", &admissionError{ReasonHostPathNotAllowed, fmt.Sprintf("hostPath volume %s: path %q is not absolute", vol, path)}
+	}
+	resolved, err := resolveHostPath(path)
+	if err != nil {
+		return "", &admissionError{ReasonHostPathNotAllowed, fmt.Sprintf("hostPath volume %s: %v", vol, err)}
+	}
+	for _, r := range roots {
+		if underRoot(resolved, r) {
+			return resolved, nil
+		}
+	}
+	allowed := "none is allowed"
+	if len(roots) > 0 {
+		allowed = "allowed: " + strings.Join(roots, ", ")
+	}
+	shown := path
+	if resolved != filepath.Clean(path) {
+		shown += " (" + resolved + ")"
+	}
+	return "", &admissionError{ReasonHostPathNotAllowed, fmt.Sprintf(
+		"hostPath volume %s: %s is outside the host paths this process node allows (%s; trainyard-node --allowed-host-paths)", vol, shown, allowed)}
+}
+
+// syncNodeTaints puts the node's own taints on the Node of the API server, as
+// syncNodeLabels does its labels: the node controller registers a new Node
+// with them but leaves the spec of one that exists. ProcessNodeTaint is
+// removed when the node now runs untainted; other taints stay.
+func syncNodeTaints(ctx context.Context, client kubernetes.Interface, cfg *Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s: %w", cfg.NodeName, err)
+		}
+		var taints []corev1.Taint
+		for _, t := range n.Spec.Taints {
+			if t.Key == ProcessNodeTaint.Key {
+				continue // the node's own, added again below when it has it
+			}
+			taints = append(taints, t)
+		}
+		for _, t := range cfg.Taints {
+			if !hasTaint(taints, t) {
+				taints = append(taints, t)
+			}
+		}
+		if slices.EqualFunc(taints, n.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect }) {
+			return nil
+		}
+		n.Spec.Taints = taints
+		_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}

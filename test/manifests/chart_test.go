@@ -1068,6 +1068,21 @@ func TestChartValueVariants(t *testing.T) {
 			}
 		}
 	})
+	t.Run("values of a release from before the availability values", func(t *testing.T) {
+		// `helm upgrade --reuse-values` renders with the values of the chart
+		// the release was installed with, which lack podDisruptionBudget,
+		// topologySpreadConstraints and the webhooks' failurePolicy and
+		// timeoutSeconds (null removes a default): their defaults hold.
+		docs := renderChart(t, systemNamespace, map[string]any{
+			"podDisruptionBudget": nil, "topologySpreadConstraints": nil,
+			"webhook": map[string]any{"failurePolicy": nil, "timeoutSeconds": nil},
+		})
+		checkWebhookPolicies(t, webhooksIn(t, docs))
+		pdb := decodeInto[policyv1.PodDisruptionBudget](t, findIn(t, docs, "PodDisruptionBudget", managerName))
+		if mu := pdb.Spec.MaxUnavailable; mu == nil || *mu != intstr.FromInt32(1) {
+			t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", deref(mu))
+		}
+	})
 	t.Run("webhook failure policy and timeout", func(t *testing.T) {
 		docs := renderChart(t, systemNamespace, map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 3}})
 		hooks := webhooksIn(t, docs)

@@ -37,6 +37,10 @@ initializer contract, plus Trainyard's additions):
   IGNORE_PATTERNS    comma-separated fnmatch patterns of files to skip
   ACCESS_TOKEN       hf:// token;  HF_ENDPOINT  hub URL (default %s)
   ENDPOINT, ACCESS_KEY_ID, SECRET_ACCESS_KEY, REGION   s3://
+  AWS_SESSION_TOKEN  s3:// session token of a temporary ACCESS_KEY_ID
+  AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN, AWS_ROLE_SESSION_NAME, AWS_STS_ENDPOINT
+                     s3:// without a key: temporary credentials from STS
+                     AssumeRoleWithWebIdentity, renewed before they expire
   DESTINATION        destination directory (Trainyard)
   UNGZIP=true        decompress fetched *.gz files (Trainyard)
 `, os.Args[0], initializer.DefaultHFEndpoint)

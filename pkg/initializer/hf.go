@@ -19,9 +19,14 @@ import (
 // /datasets/<repo>/resolve/main/<file>). As upstream's initializers do, a
 // dataset's repo is the host and the first path segment (hf://org/name/...),
 // a model's the host and the whole path.
+//
+// The token goes only to the hub's own origin (HF_ENDPOINT's scheme, host and
+// port): a download the hub redirects elsewhere (its CDN) is fetched without
+// it (scopedClient), and a Link naming another origin is not followed.
 type hfSource struct {
 	c        *Config
 	endpoint string
+	origin   *url.URL
 	repo     string
 	dataset  bool
 }
@@ -35,7 +40,12 @@ func newHFSource(c *Config, u *url.URL) (*hfSource, error) {
 	if c.Kind == Dataset {
 		repo = u.Host + "/" + strings.SplitN(p, "/", 2)[0]
 	}
-	return &hfSource{c: c, endpoint: strings.TrimSuffix(c.HFEndpoint, "/"), repo: repo, dataset: c.Kind == Dataset}, nil
+	ep := strings.TrimSuffix(c.HFEndpoint, "/")
+	origin, err := url.Parse(ep)
+	if err != nil || origin.Host == "" {
+		return nil, fmt.Errorf("HF_ENDPOINT %q: want a URL such as %s", c.HFEndpoint, DefaultHFEndpoint)
+	}
+	return &hfSource{c: c, endpoint: ep, origin: origin, repo: repo, dataset: c.Kind == Dataset}, nil
 }
 
 func (s *hfSource) describe() string {
@@ -51,7 +61,7 @@ func (s *hfSource) get(ctx context.Context, u, what string) (*http.Response, err
 	if err != nil {
 		return nil, err
 	}
-	if s.c.AccessToken != "" {
+	if s.c.AccessToken != "" && sameOrigin(req.URL, s.origin) {
 		req.Header.Set("Authorization", "Bearer "+s.c.AccessToken)
 	}
 	resp, err := s.c.HTTP.Do(req)
@@ -130,7 +140,15 @@ func (s *hfSource) list(ctx context.Context) ([]object, error) {
 		}
 		next = ""
 		if m := linkNext.FindStringSubmatch(resp.Header.Get("Link")); m != nil {
-			next = m[1]
+			u, err := resp.Request.URL.Parse(m[1])
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: the next page's Link %q: %w", s.describe(), m[1], err)
+			}
+			if !sameOrigin(u, s.origin) {
+				return nil, permanent(fmt.Errorf("listing %s: the next page's Link names another host (%s), not followed: the listing and the token stay with %s",
+					s.describe(), origin(u), origin(s.origin)))
+			}
+			next = u.String()
 		}
 	}
 	if len(objs) == 0 {

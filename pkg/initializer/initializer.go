@@ -2,7 +2,8 @@
 // what a TrainJob's spec.initializer names (STORAGE_URI) into the shared
 // volume before the trainer starts. It follows Kubeflow Trainer's env contract
 // (STORAGE_URI, ACCESS_TOKEN, IGNORE_PATTERNS; for s3 also ENDPOINT,
-// ACCESS_KEY_ID, SECRET_ACCESS_KEY, REGION) and writes to /workspace/dataset or
+// ACCESS_KEY_ID, SECRET_ACCESS_KEY, REGION; Trainyard adds AWS_SESSION_TOKEN and
+// a web identity, see credentials.go) and writes to /workspace/dataset or
 // /workspace/model. Schemes: hf:// (the Hugging Face hub's HTTP API), s3:// (any
 // S3-compatible endpoint) and, a Trainyard addition, file:// (data already on
 // the node).
@@ -22,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -68,15 +68,31 @@ type Config struct {
 	HFEndpoint string
 
 	// S3: ENDPOINT (default https://s3.<region>.amazonaws.com), ACCESS_KEY_ID,
-	// SECRET_ACCESS_KEY (anonymous requests when empty), REGION (default auto).
+	// SECRET_ACCESS_KEY (anonymous requests when empty, unless a web identity
+	// is given), REGION (default auto).
 	Endpoint, AccessKeyID, SecretAccessKey, Region string
+	// SessionToken goes with a temporary AccessKeyID (AWS_SESSION_TOKEN): it
+	// is sent, signed, as X-Amz-Security-Token.
+	SessionToken string
+	// A web identity, used when no AccessKeyID is given: the token in
+	// WebIdentityTokenFile (AWS_WEB_IDENTITY_TOKEN_FILE) is exchanged at
+	// STSEndpoint (AWS_STS_ENDPOINT or AWS_ENDPOINT_URL_STS; default
+	// https://sts.<region>.amazonaws.com, https://sts.amazonaws.com for
+	// us-east-1 and auto) through AssumeRoleWithWebIdentity for temporary
+	// credentials of RoleARN (AWS_ROLE_ARN), session RoleSessionName
+	// (AWS_ROLE_SESSION_NAME, default DefaultRoleSessionName), and again
+	// before they expire.
+	WebIdentityTokenFile, RoleARN, RoleSessionName, STSEndpoint string
 
 	// Attempts per request and the first back-off (doubled each time); defaults 4 and 1s.
 	Attempts  int
 	RetryBase time.Duration
 	// ProgressEvery is the interval of the progress lines (default 5s).
 	ProgressEvery time.Duration
-	// HTTP is the client for hf:// and s3:// (default: one with a 30s dial and header timeout).
+	// HTTP is the client for hf://, s3:// and STS (default: one with a 30s
+	// dial, TLS handshake and header timeout, DialTimeout). Whatever the
+	// client, credentials reach only the host they are for: a redirect to
+	// another origin (scheme, host, port) loses them (scopedClient).
 	HTTP *http.Client
 	// Log receives the log lines (default: stdout).
 	Log io.Writer
@@ -94,7 +110,16 @@ func FromEnv(kind Kind, getenv func(string) string) Config {
 		AccessKeyID:     getenv("ACCESS_KEY_ID"),
 		SecretAccessKey: getenv("SECRET_ACCESS_KEY"),
 		Region:          getenv("REGION"),
-		Ungzip:          strings.EqualFold(getenv("UNGZIP"), "true") || getenv("UNGZIP") == "1",
+		SessionToken:    getenv("AWS_SESSION_TOKEN"),
+
+		WebIdentityTokenFile: getenv("AWS_WEB_IDENTITY_TOKEN_FILE"),
+		RoleARN:              getenv("AWS_ROLE_ARN"),
+		RoleSessionName:      getenv("AWS_ROLE_SESSION_NAME"),
+		STSEndpoint:          getenv("AWS_STS_ENDPOINT"),
+		Ungzip:               strings.EqualFold(getenv("UNGZIP"), "true") || getenv("UNGZIP") == "1",
+	}
+	if c.STSEndpoint == "" {
+		c.STSEndpoint = getenv("AWS_ENDPOINT_URL_STS") // the AWS SDKs' name
 	}
 	for _, p := range strings.Split(getenv("IGNORE_PATTERNS"), ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -133,12 +158,10 @@ func (c *Config) defaults() error {
 		c.ProgressEvery = 5 * time.Second
 	}
 	if c.HTTP == nil {
-		c.HTTP = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			ResponseHeaderTimeout: 30 * time.Second,
-			TLSHandshakeTimeout:   30 * time.Second,
-		}}
+		tr, _ := newTransport()
+		c.HTTP = &http.Client{Transport: tr}
 	}
+	c.HTTP = scopedClient(c.HTTP)
 	if c.Log == nil {
 		c.Log = os.Stdout
 	}
@@ -332,58 +355,4 @@ func (r *run) fetchOne(ctx context.Context, staging string, o object, prog *prog
 		return err
 	})
 	return n, err
-}
-
-// isMountPoint reports whether dir exists and lies on another device than its parent.
-func isMountPoint(dir string) bool {
-	var st, pst syscall.Stat_t
-	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(filepath.Clean(dir)), &pst) != nil {
-		return false
-	}
-	return st.Dev != pst.Dev
-}
-
-// replaceDir moves staging into dest's place. dest may exist (a re-run): it is
-// set aside and removed once the new content is in place. When dest is a mount
-// point it cannot be renamed, so the staged entries move into it instead.
-func replaceDir(staging, dest string) error {
-	err := os.Rename(staging, dest)
-	if err == nil {
-		return nil
-	}
-	if st, serr := os.Stat(dest); serr == nil && st.IsDir() {
-		old := staging + ".old"
-		if os.Rename(dest, old) == nil {
-			if err := os.Rename(staging, dest); err != nil {
-				_ = os.Rename(old, dest)
-				return fmt.Errorf("moving the fetched files into %s: %w", dest, err)
-			}
-			return os.RemoveAll(old)
-		}
-		// A mount point (the staging directory is inside it): the previous
-		// content goes, then the staged entries move up.
-		previous, err := os.ReadDir(dest)
-		if err != nil {
-			return err
-		}
-		for _, e := range previous {
-			if p := filepath.Join(dest, e.Name()); p != staging {
-				if err := os.RemoveAll(p); err != nil {
-					return err
-				}
-			}
-		}
-		entries, err := os.ReadDir(staging)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			target := filepath.Join(dest, e.Name())
-			if err := os.Rename(filepath.Join(staging, e.Name()), target); err != nil {
-				return fmt.Errorf("moving %s into %s: %w", e.Name(), dest, err)
-			}
-		}
-		return os.Remove(staging)
-	}
-	return fmt.Errorf("moving the fetched files into %s: %w", dest, err)
 }

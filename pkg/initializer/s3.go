@@ -16,13 +16,14 @@ import (
 // s3Source lists and fetches the objects under s3://bucket/prefix from any
 // S3-compatible endpoint, with path-style requests (endpoint/bucket/key), which
 // every S3 implementation serves. Requests are signed with SigV4 when
-// credentials are given, anonymous otherwise.
+// credentials are given (credentials.go), anonymous otherwise.
 type s3Source struct {
 	c        *Config
 	endpoint *url.URL
 	bucket   string
 	prefix   string // without leading or trailing "/"
 	region   string
+	creds    credentialSource
 }
 
 func newS3Source(c *Config, u *url.URL) (*s3Source, error) {
@@ -46,7 +47,11 @@ func newS3Source(c *Config, u *url.URL) (*s3Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ENDPOINT %q: %w", c.Endpoint, err)
 	}
-	return &s3Source{c: c, endpoint: epURL, bucket: u.Host, prefix: strings.Trim(u.Path, "/"), region: region}, nil
+	creds, err := credentialsFor(c, region)
+	if err != nil {
+		return nil, err
+	}
+	return &s3Source{c: c, endpoint: epURL, bucket: u.Host, prefix: strings.Trim(u.Path, "/"), region: region, creds: creds}, nil
 }
 
 func (s *s3Source) describe() string {
@@ -69,8 +74,12 @@ func (s *s3Source) request(ctx context.Context, key string, query url.Values) (*
 	if err != nil {
 		return nil, err
 	}
-	if s.c.AccessKeyID != "" {
-		signV4(req, s.c.AccessKeyID, s.c.SecretAccessKey, s.region, time.Now())
+	creds, ok, err := s.creds.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		signV4(req, creds, s.region, time.Now())
 	}
 	return req, nil
 }

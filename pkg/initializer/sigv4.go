@@ -18,15 +18,20 @@ import (
 // emptySHA256 is the hex SHA-256 of an empty payload.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// signV4 signs req in place for service "s3" in region at time now. It sets
-// x-amz-date and x-amz-content-sha256 and the Authorization header; every
-// header already on the request, and Host, is signed.
-func signV4(req *http.Request, accessKey, secretKey, region string, now time.Time) {
+// signV4 signs req in place for service "s3" in region at time now with
+// creds. It sets x-amz-date and x-amz-content-sha256, with temporary
+// credentials x-amz-security-token (their session token), and the
+// Authorization header; every header already on the request, and Host, is
+// signed.
+func signV4(req *http.Request, creds credentials, region string, now time.Time) {
 	now = now.UTC()
 	amzDate := now.Format("20060102T150405Z")
 	day := now.Format("20060102")
 	req.Header.Set("X-Amz-Date", amzDate)
 	req.Header.Set("X-Amz-Content-Sha256", emptySHA256)
+	if creds.sessionToken != "" {
+		req.Header.Set("X-Amz-Security-Token", creds.sessionToken)
+	}
 
 	headers := map[string]string{"host": req.URL.Host}
 	if req.Host != "" {
@@ -65,12 +70,12 @@ func signV4(req *http.Request, accessKey, secretKey, region string, now time.Tim
 	scope := day + "/" + region + "/s3/aws4_request"
 	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hexSHA256(canonical)
 
-	key := hmacSHA256([]byte("AWS4"+secretKey), day)
+	key := hmacSHA256([]byte("AWS4"+creds.secretKey), day)
 	key = hmacSHA256(key, region)
 	key = hmacSHA256(key, "s3")
 	key = hmacSHA256(key, "aws4_request")
 	sig := hex.EncodeToString(hmacSHA256(key, toSign))
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+accessKey+"/"+scope+", SignedHeaders="+signed+", Signature="+sig)
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+creds.accessKey+"/"+scope+", SignedHeaders="+signed+", Signature="+sig)
 }
 
 // canonicalURI is the URI-encoded path; S3 encodes each segment once, keeping "/".

@@ -18,7 +18,7 @@ func TestSignV4AWSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Range", "bytes=0-9")
-	signV4(req, "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1",
+	signV4(req, credentials{accessKey: "AKIAIOSFODNN7EXAMPLE", secretKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}, "us-east-1",
 		time.Date(2013, 5, 24, 0, 0, 0, 0, time.UTC))
 	want := "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, " +
 		"SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, " +

@@ -6,9 +6,12 @@
 // requests exactly as it would to any S3 endpoint.
 //
 // Usage: s3-server [-listen ADDR] [-buckets a,b] [-seed bucket=DIR ...]
+// [-credentials ACCESS_KEY:SECRET[:SESSION_TOKEN] ...]
 // -seed uploads every file under DIR into bucket (created if needed), keyed by
-// its path relative to DIR. It prints "listening on http://ADDR" once it
-// accepts connections.
+// its path relative to DIR. Without -credentials any request is served, signed
+// or not (gofakes3 checks no signature); with them only requests SigV4-signed
+// with one of the keys, and its session token when it has one (auth.go). It
+// prints "listening on http://ADDR" once it accepts connections.
 package main
 
 import (
@@ -35,6 +38,12 @@ func main() {
 		}
 		seeds = append(seeds, s)
 		return nil
+	})
+	keys := map[string]key{}
+	flag.Func("credentials", "ACCESS_KEY:SECRET[:SESSION_TOKEN]: accept only requests signed with such a key (repeatable)", func(s string) error {
+		id, k, err := parseCredentials(s)
+		keys[id] = k
+		return err
 	})
 	flag.Parse()
 	backend := s3mem.New()
@@ -67,7 +76,11 @@ func main() {
 	}
 	fmt.Printf("listening on http://%s\n", ln.Addr())
 	_ = os.Stdout.Sync()
-	log.Fatal(http.Serve(ln, faker.Server()))
+	var h http.Handler = faker.Server()
+	if len(keys) > 0 {
+		h = &sigV4Auth{keys: keys, next: h}
+	}
+	log.Fatal(http.Serve(ln, h))
 }
 
 func seed(backend *s3mem.Backend, bucket, dir string) error {

@@ -345,7 +345,10 @@ func checkAvailability(t *testing.T, dep *appsv1.Deployment, pdb *policyv1.PodDi
 	// With 2 replicas, both maxUnavailable 1 and minAvailable 1 allow one
 	// eviction at a time and none while one pod is down.
 	one := intstr.FromInt32(1)
-	if ma, mu := pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable; !(ma == nil && mu != nil && *mu == one) && !(mu == nil && ma != nil && *ma == one) {
+	ma, mu := pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable
+	maxOne := ma == nil && mu != nil && *mu == one
+	minOne := mu == nil && ma != nil && *ma == one
+	if !maxOne && !minOne {
 		t.Errorf("PodDisruptionBudget: minAvailable %v, maxUnavailable %v; want one of them 1", deref(ma), deref(mu))
 	}
 	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {

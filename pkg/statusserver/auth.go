@@ -2,7 +2,6 @@ package statusserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -59,52 +59,111 @@ type identity struct {
 // pod check also stops a pod of another job in the same namespace that asks
 // for a token with this job's audience.
 //
-// Verdicts are cached by token for CacheTTL, so a chatty trainer costs one
-// TokenReview and one pod read per TTL, not per report.
+// Verdicts are cached (verdictCache: bounded, tokens hashed), positive ones
+// for CacheTTL and negative ones for NegativeCacheTTL, so a chatty trainer
+// costs one TokenReview and one pod read per TTL, not per report. Budget
+// bounds the reviews per second; concurrent requests with the same token
+// share one review.
 type Authorizer struct {
-	Reviews  authnclient.TokenReviewInterface
-	Pods     client.Reader
-	CacheTTL time.Duration
+	Reviews authnclient.TokenReviewInterface
+	Pods    client.Reader
+	// CacheTTL, NegativeCacheTTL and CacheSize: see Limits (0: the default).
+	CacheTTL, NegativeCacheTTL time.Duration
+	CacheSize                  int
+	// Budget bounds the TokenReviews per second (nil: unbounded).
+	Budget *ReviewBudget
+	// Clock of the cache and the budget (tests; default the real one).
+	Clock utilcache.Clock
 
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]verdict
+	once     sync.Once
+	cache    *verdictCache
+	mu       sync.Mutex
+	inflight map[cacheKey]*review
 }
 
-type verdict struct {
-	err     error
-	expires time.Time
+// review is one TokenReview (and pod read) in flight, which requests with
+// the same key wait for instead of asking again.
+type review struct {
+	done chan struct{}
+	err  error
+}
+
+// errThrottled: the review budget is spent; come back after RetryAfter.
+type errThrottled struct{ RetryAfter time.Duration }
+
+func (e *errThrottled) Error() string {
+	return fmt.Sprintf("too many token reviews: retry after %v", e.RetryAfter.Round(time.Millisecond))
+}
+
+// reviewTimeout bounds one TokenReview and pod read, which run on behalf of
+// every request waiting for them, whatever becomes of the first.
+const reviewTimeout = 5 * time.Second
+
+func (a *Authorizer) init() {
+	a.once.Do(func() {
+		if a.Clock == nil {
+			a.Clock = realClock{}
+		}
+		a.cache = newVerdictCache(a.CacheSize, a.CacheTTL, a.NegativeCacheTTL, a.Clock)
+		a.inflight = map[cacheKey]*review{}
+	})
+}
+
+// lookup returns the cache key of token for job, and what the cache knows.
+func (a *Authorizer) lookup(token string, job types.NamespacedName) (cacheKey, state, error) {
+	a.init()
+	k := a.cache.key(Audience(job.Namespace, job.Name), token)
+	st, err := a.cache.get(k)
+	return k, st, err
 }
 
 // Authorize returns nil when token may report for TrainJob job, an error
-// wrapping errForbidden when it may not, or another error when the API server
-// could not answer.
+// wrapping errForbidden when it may not, an *errThrottled when the review
+// budget is spent, or another error when the API server could not answer.
 func (a *Authorizer) Authorize(ctx context.Context, token string, job types.NamespacedName) error {
-	aud := Audience(job.Namespace, job.Name)
-	key := sha256.Sum256([]byte(aud + "\x00" + token))
-	now := time.Now()
-	a.mu.Lock()
-	if v, ok := a.cache[key]; ok && now.Before(v.expires) {
-		a.mu.Unlock()
-		return v.err
-	}
-	a.mu.Unlock()
+	k, st, err := a.lookup(token, job)
+	return a.decide(ctx, k, st, err, token, job)
+}
 
-	err := a.authorize(ctx, token, aud, job)
-	if err != nil && !errors.Is(err, errForbidden) {
-		return err // not a verdict: try again next time
+// decide answers from the cache, or reviews the token.
+func (a *Authorizer) decide(ctx context.Context, k cacheKey, st state, cached error, token string, job types.NamespacedName) error {
+	switch st {
+	case allowed:
+		return nil
+	case denied:
+		return cached
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cache == nil {
-		a.cache = map[[sha256.Size]byte]verdict{}
-	}
-	for k, v := range a.cache { // few entries (one per trainer pod): sweep on write
-		if !now.Before(v.expires) {
-			delete(a.cache, k)
+	if r, ok := a.inflight[k]; ok {
+		a.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	a.cache[key] = verdict{err: err, expires: now.Add(a.CacheTTL)}
-	return err
+	r := &review{done: make(chan struct{})}
+	a.inflight[k] = r
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.inflight, k)
+		a.mu.Unlock()
+		close(r.done)
+	}()
+
+	if ok, after := a.Budget.take(a.Clock.Now(), st == stale); !ok {
+		r.err = &errThrottled{RetryAfter: after}
+		return r.err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+	defer cancel()
+	r.err = a.authorize(rctx, token, Audience(job.Namespace, job.Name), job)
+	if r.err == nil || errors.Is(r.err, errForbidden) {
+		a.cache.put(k, r.err)
+	} // else not a verdict: try again next time
+	return r.err
 }
 
 func (a *Authorizer) authorize(ctx context.Context, token, aud string, job types.NamespacedName) error {

@@ -47,7 +47,9 @@ type Handler struct {
 	// Jobs reads TrainJobs (the manager's cache).
 	Jobs      client.Reader
 	Coalescer *Coalescer
-	Log       logr.Logger
+	// Limits are the per-client limits (nil: none).
+	Limits *ClientLimits
+	Log    logr.Logger
 	// Now is the clock for a report without lastUpdatedTime (default time.Now).
 	Now func() time.Time
 }
@@ -68,17 +70,36 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
+		if h.throttled(w, h.Limits.addr(), sourceAddr(r)) {
+			return
+		}
 		fail(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: a bearer token (the pod's projected service account token) is required")
 		return
 	}
-	if err := h.Auth.Authorize(r.Context(), token, job); err != nil {
-		if errors.Is(err, errForbidden) {
-			log.V(2).Info("Status report forbidden", "reason", err.Error())
-			fail(w, http.StatusForbidden, metav1.StatusReasonForbidden, "Forbidden: "+strings.TrimPrefix(err.Error(), errForbidden.Error()+": "))
+	// A token that passed (or is being renewed) is a client of its own;
+	// anything else counts against its source address, before it may cost
+	// a TokenReview.
+	key, known, cached := h.Auth.lookup(token, job)
+	if known == allowed || known == stale {
+		if h.throttled(w, h.Limits.token(), key) {
 			return
 		}
-		log.Error(err, "Authorizing a status report")
-		fail(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "Internal error")
+	} else if h.throttled(w, h.Limits.addr(), sourceAddr(r)) {
+		return
+	}
+	if err := h.Auth.decide(r.Context(), key, known, cached, token, job); err != nil {
+		var th *errThrottled
+		switch {
+		case errors.Is(err, errForbidden):
+			log.V(2).Info("Status report forbidden", "reason", err.Error())
+			fail(w, http.StatusForbidden, metav1.StatusReasonForbidden, "Forbidden: "+strings.TrimPrefix(err.Error(), errForbidden.Error()+": "))
+		case errors.As(err, &th):
+			w.Header().Set("Retry-After", retryAfter(th.RetryAfter))
+			fail(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "Service unavailable: too many token reviews, retry later")
+		default:
+			log.Error(err, "Authorizing a status report")
+			fail(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "Internal error")
+		}
 		return
 	}
 	now := time.Now
@@ -109,6 +130,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"trainerStatus": st})
+}
+
+// throttled answers 429 with Retry-After when key's bucket of l is empty.
+func (h *Handler) throttled(w http.ResponseWriter, l *keyedLimiter, key any) bool {
+	ok, after := l.allow(key, time.Now())
+	if ok {
+		return false
+	}
+	w.Header().Set("Retry-After", retryAfter(after))
+	fail(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "Too many requests, retry later")
+	return true
 }
 
 // bearer takes the token of an "Authorization: Bearer <token>" header (the
@@ -154,6 +186,18 @@ func ApplyWriter(c client.Client) WriteFunc {
 	}
 }
 
+// Timeouts and header bound of the server: a trainer's request is a small
+// POST; anything slower or bigger is a client holding a connection open.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultIdleTimeout       = 90 * time.Second
+	// MaxHeaderBytes bounds the request line and headers (a projected
+	// token is about 1 KiB; Go's default is 1 MiB).
+	MaxHeaderBytes = 16 << 10
+)
+
 // Server is the HTTPS server, a manager Runnable that runs on every replica
 // (a trainer may reach any of them through the Service).
 type Server struct {
@@ -162,21 +206,36 @@ type Server struct {
 	// GetCertificate serves the webhook's certificate (hot-reloaded).
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	Log            logr.Logger
+	// Timeouts (0: the Default ones; the read timeouts bound the TLS
+	// handshake too).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (*Server) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends.
-func (s *Server) Start(ctx context.Context) error {
-	srv := &http.Server{
+// HTTPServer returns the http.Server that Start runs.
+func (s *Server) HTTPServer() *http.Server {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	return &http.Server{
 		Handler:           s.Handler,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.GetCertificate},
-		ReadTimeout:       10 * time.Second,
-		ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: or(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       or(s.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:      or(s.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       or(s.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    MaxHeaderBytes,
 	}
+}
+
+// Start serves until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	srv := s.HTTPServer()
 	l, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("status server: %w", err)

@@ -24,6 +24,8 @@ type Options struct {
 	CertDir string
 	// CoalesceInterval: see Coalescer (default DefaultCoalesceInterval).
 	CoalesceInterval time.Duration
+	// Limits bound what clients may cost (nil: DefaultLimits).
+	Limits *Limits
 }
 
 // Setup adds the server to the manager. It serves once the certificate
@@ -31,6 +33,13 @@ type Options struct {
 func Setup(mgr ctrl.Manager, o Options) error {
 	if o.CoalesceInterval <= 0 {
 		o.CoalesceInterval = DefaultCoalesceInterval
+	}
+	limits := DefaultLimits()
+	if o.Limits != nil {
+		limits = *o.Limits
+	}
+	if err := limits.Validate(); err != nil {
+		return fmt.Errorf("status server: %w", err)
 	}
 	reviews, err := authnclient.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
@@ -45,9 +54,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 	}
 	h := &Handler{
-		Auth:      &Authorizer{Reviews: reviews.TokenReviews(), Pods: mgr.GetAPIReader(), CacheTTL: time.Minute},
+		Auth:      limits.Authorizer(reviews.TokenReviews(), mgr.GetAPIReader()),
 		Jobs:      mgr.GetClient(),
 		Coalescer: co,
+		Limits:    limits.ClientLimits(),
 		Log:       log,
 	}
 	return mgr.Add(&runnable{opts: o, handler: h, co: co})

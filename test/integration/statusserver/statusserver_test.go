@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -46,9 +47,28 @@ type harness struct {
 	srv    *httptest.Server
 	co     *statusserver.Coalescer
 	writes atomic.Int64
+	// reviews counts the TokenReviews the server sends.
+	reviews atomic.Int64
 }
 
 func start(t *testing.T, interval time.Duration) *harness {
+	t.Helper()
+	return startWith(t, interval, nil)
+}
+
+// countingReviews counts the TokenReviews that reach the API server.
+type countingReviews struct {
+	authnclient.TokenReviewInterface
+	n *atomic.Int64
+}
+
+func (c countingReviews) Create(ctx context.Context, tr *authenticationv1.TokenReview, o metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	c.n.Add(1)
+	return c.TokenReviewInterface.Create(ctx, tr, o)
+}
+
+// startWith starts the harness with limits (nil: none, as before issue #30).
+func startWith(t *testing.T, interval time.Duration, limits *statusserver.Limits) *harness {
 	t.Helper()
 	env, err := framework.Start()
 	if err != nil {
@@ -69,10 +89,15 @@ func start(t *testing.T, interval time.Duration) *harness {
 		h.writes.Add(1)
 		return write(ctx, key, st)
 	}, OnError: func(key types.NamespacedName, err error) { t.Errorf("write of %s: %v", key, err) }}
+	reviews := countingReviews{TokenReviewInterface: cs.AuthenticationV1().TokenReviews(), n: &h.reviews}
 	handler := &statusserver.Handler{
-		Auth:      &statusserver.Authorizer{Reviews: cs.AuthenticationV1().TokenReviews(), Pods: env.Client, CacheTTL: time.Minute},
+		Auth:      &statusserver.Authorizer{Reviews: reviews, Pods: env.Client, CacheTTL: time.Minute},
 		Jobs:      env.Client,
 		Coalescer: h.co,
+	}
+	if limits != nil {
+		handler.Auth = limits.Authorizer(reviews, env.Client)
+		handler.Limits = limits.ClientLimits()
 	}
 	h.srv = httptest.NewTLSServer(handler.ServeMux())
 	h.srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64 // keep-alive for concurrent trainers

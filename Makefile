@@ -119,11 +119,13 @@ test-integration: k8s-tools ## Run the integration suite against a real kube-api
 	go test $(GO_TEST_FLAGS) ./test/integration/...
 
 # Fuzz targets: package:target. go test fuzzes one target at a time.
-FUZZ_TARGETS := ./pkg/runtime/framework:FuzzBuild ./pkg/validation:FuzzValidateTrainJob ./pkg/validation:FuzzValidateRuntimeSpec ./pkg/statusserver:FuzzDecode
+FUZZ_TARGETS := ./pkg/runtime/framework:FuzzBuild ./pkg/validation:FuzzValidateTrainJob ./pkg/validation:FuzzValidateRuntimeSpec \
+  ./pkg/webhooks:FuzzDefaultTrainJob ./pkg/runtime:FuzzV21V23Agree \
+  ./pkg/statusserver:FuzzDecode ./pkg/statusserver:FuzzDecodeRoundTrip
 FUZZTIME ?= 1m
 
 .PHONY: fuzz
-fuzz: ## Fuzz the pipeline and the validators, FUZZTIME each (default 1m; e.g. FUZZTIME=30m for a long run).
+fuzz: ## Fuzz the pipeline, the validators, defaulting, the v2.1/v2.3 override forms and the status payload, FUZZTIME each (default 1m; e.g. FUZZTIME=30m for a long run).
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzzing $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
 	  go test $${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) 2>&1 | tail -3; \

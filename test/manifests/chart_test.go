@@ -170,6 +170,10 @@ func nonDefaultValues() map[string]any {
 		"priorityClassName": "system-cluster-critical",
 		"podAnnotations":    map[string]any{"example.com/team": "platform"},
 		"extraArgs":         []any{"--zap-log-level=debug", "--trainjob-concurrency=10"},
+		"statusServer": map[string]any{"networkPolicy": map[string]any{"enabled": false}, "limits": map[string]any{
+			"clientQPS": 2.5, "clientBurst": 7, "tokenQPS": 3, "tokenBurst": 9, "tokenReviewQPS": 50, "tokenReviewBurst": 1000000,
+			"tokenCacheSize": 200000, "tokenCacheTTL": "2m", "tokenCacheNegativeTTL": "5s",
+		}},
 	}
 }
 
@@ -781,6 +785,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 		"Certificate/trainyard-webhook-ca":                        true,
 		"Certificate/" + webhookSecret:                            true,
 		"PodDisruptionBudget/" + managerName:                      true,
+		"NetworkPolicy/" + managerName:                            false,
 		serviceMonitorKind + "/" + managerName:                    true,
 		"CustomResourceDefinition/trainjobs.trainer.kubeflow.org": true,
 	} {
@@ -808,6 +813,9 @@ func TestChartNonDefaultValues(t *testing.T) {
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
 		"--memory-limit=$(MEMORY_LIMIT)", "--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
+		"--status-server-client-qps=2.5", "--status-server-token-cache-negative-ttl=5s", "--status-server-token-cache-ttl=2m",
+		"--status-server-token-qps=3", "--status-server-token-review-qps=50",
+		"--status-server-client-burst=7", "--status-server-token-burst=9", "--status-server-token-cache-size=200000", "--status-server-token-review-burst=1000000",
 		"--zap-log-level=debug", "--trainjob-concurrency=10",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {

@@ -31,6 +31,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -310,6 +311,7 @@ var typed = map[string]struct {
 	"Secret":                   {"v1", true, func() any { return &corev1.Secret{} }},
 	"ConfigMap":                {"v1", true, func() any { return &corev1.ConfigMap{} }},
 	"PodDisruptionBudget":      {"policy/v1", true, func() any { return &policyv1.PodDisruptionBudget{} }},
+	"NetworkPolicy":            {"networking.k8s.io/v1", true, func() any { return &networkingv1.NetworkPolicy{} }},
 	"MutatingWebhookConfiguration": {"admissionregistration.k8s.io/v1", false, func() any {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	}},
@@ -626,6 +628,7 @@ func TestLocalOverlay(t *testing.T) {
 	removed := map[string]bool{
 		"Deployment/" + managerName:                               true,
 		"PodDisruptionBudget/" + managerName:                      true,
+		"NetworkPolicy/" + managerName:                            true,
 		"Service/" + metricsService:                               true,
 		"Service/" + webhookService:                               true,
 		"Secret/" + webhookSecret:                                 true,

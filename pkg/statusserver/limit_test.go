@@ -217,7 +217,7 @@ func TestHandlerClientLimits(t *testing.T) {
 	}
 	h := &Handler{Auth: a, Jobs: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tj).Build(),
 		Coalescer: &Coalescer{Write: func(context.Context, types.NamespacedName, *trainer.TrainerStatus) error { return nil }},
-		Limits:    Limits{ClientQPS: 1, ClientBurst: 3, TokenQPS: 1, TokenBurst: 5}.ClientLimits()}
+		Limits:    Limits{ClientQPS: 0.01, ClientBurst: 3, TokenQPS: 0.01, TokenBurst: 5}.ClientLimits()}
 	mux := h.ServeMux()
 	post := func(addr, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, Path("ns", "mnist"), strings.NewReader(`{}`))
@@ -241,8 +241,8 @@ func TestHandlerClientLimits(t *testing.T) {
 		t.Errorf("%d reviews, want 3: a throttled request costs none", n)
 	}
 	w := post("10.0.0.1", "")
-	if w.Code != 429 || w.Header().Get("Retry-After") != "1" {
-		t.Errorf("no token from the throttled address: %d, Retry-After %q; want 429, 1", w.Code, w.Header().Get("Retry-After"))
+	if w.Code != 429 || w.Header().Get("Retry-After") != "100" {
+		t.Errorf("no token from the throttled address: %d, Retry-After %q; want 429, 100 (one request at 0.01/s)", w.Code, w.Header().Get("Retry-After"))
 	}
 	if w := post("10.0.0.2", ""); w.Code != 401 {
 		t.Errorf("another address: %d, want 401", w.Code)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,8 +110,24 @@ func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) 
 		if failed != nil && failed != errSetupDone {
 			return fmt.Errorf("registering webhooks: %w", failed)
 		}
-		return mgr.GetWebhookServer().StartedChecker()(req)
+		if err := mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+			return err
+		}
+		// The webhooks read runtimes through the cache, which the manager
+		// starts after the webhook server: until it has synced they would
+		// fail (cache not started) or wait, so the replica is not ready to
+		// take webhook calls, which the Service sends only to ready pods.
+		// Leader or not: every replica runs its cache.
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncCheck)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("cache not synced yet")
+		}
+		return nil
 	}, nil
 }
+
+// cacheSyncCheck bounds how long a readiness check waits for the cache.
+const cacheSyncCheck = 200 * time.Millisecond
 
 var errSetupDone = fmt.Errorf("done")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,7 +16,11 @@ import (
 // Several manager replicas (Options.ManagerReplicas) run as in a Deployment with
 // leader election: every replica serves the webhooks, one reconciles. The
 // webhook configurations point at a TCP proxy on Ports.ManagerWebhook that, like
-// a Service, forwards each connection to a replica that accepts it.
+// a Service, forwards each connection to a ready replica: one whose /readyz
+// answered 200 when last polled (every readyPoll), as the endpoints of a
+// Service list only ready pods. A replica that refuses the connection (killed
+// since) is skipped; when no ready replica accepts, any replica that accepts
+// gets it (the first replica, before the poller has seen it ready).
 
 // ManagerReplica is the component name of manager replica i; replica 0 is Manager.
 func ManagerReplica(i int) string {
@@ -57,13 +62,46 @@ func (c *Cluster) setUpReplicas() error {
 		return fmt.Errorf("webhook proxy: %w", err)
 	}
 	c.proxy = l
-	go c.serveProxy(l)
+	ready := make([]atomic.Bool, n)
+	done := make(chan struct{})
+	go c.pollReplicasReady(ready, done)
+	go func() {
+		c.serveProxy(l, ready)
+		close(done)
+	}()
 	return nil
 }
 
-// serveProxy forwards each connection to the replicas in turn, skipping those
-// that refuse it (stopped, or not started yet).
-func (c *Cluster) serveProxy(l net.Listener) {
+// readyPoll is how often the webhook proxy polls the replicas' /readyz.
+const readyPoll = 100 * time.Millisecond
+
+// pollReplicasReady records in ready[i] whether replica i's /readyz answers
+// 200, every readyPoll, until done is closed.
+func (c *Cluster) pollReplicasReady(ready []atomic.Bool, done <-chan struct{}) {
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	for {
+		for i := range ready {
+			ok := false
+			if resp, err := hc.Get(fmt.Sprintf("http://%s/readyz", loopback(c.replicas[i].Health))); err == nil {
+				ok = resp.StatusCode == http.StatusOK
+				_ = resp.Body.Close()
+			}
+			ready[i].Store(ok)
+		}
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// serveProxy forwards each connection to the ready replicas in turn, skipping
+// those that refuse it (killed since the last poll), and else to any replica
+// that accepts it.
+func (c *Cluster) serveProxy(l net.Listener, ready []atomic.Bool) {
 	var next atomic.Uint32
 	for {
 		in, err := l.Accept()
@@ -74,9 +112,17 @@ func (c *Cluster) serveProxy(l net.Listener) {
 			defer func() { _ = in.Close() }()
 			start := int(next.Add(1))
 			var out net.Conn
-			for k := range c.replicas {
-				port := c.replicas[(start+k)%len(c.replicas)].Webhook
-				if out, err = net.DialTimeout("tcp", loopback(port), time.Second); err == nil {
+			for _, wantReady := range []bool{true, false} {
+				for k := range c.replicas {
+					i := (start + k) % len(c.replicas)
+					if ready[i].Load() != wantReady {
+						continue
+					}
+					if out, err = net.DialTimeout("tcp", loopback(c.replicas[i].Webhook), time.Second); err == nil {
+						break
+					}
+				}
+				if out != nil {
 					break
 				}
 			}

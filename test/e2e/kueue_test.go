@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -53,11 +54,34 @@ func TestKueue(t *testing.T) {
 			t.Run("one gang waits for quota", func(t *testing.T) { gangQueueing(t, m.mode) })
 			t.Run("a job that can never fit says so", func(t *testing.T) { neverFits(t) })
 			t.Run("higher priority preempts", func(t *testing.T) { preemption(t, m.mode) })
+			waitNoWorkloads(t, queueNS)
 		})
 	}
 }
 
 const queueNS = "default" // where examples/kueue/queues.yaml puts the LocalQueue
+
+// waitNoWorkloads waits until the deleted jobs of a mode have taken their
+// Workloads with them. Kueue removes a Workload's finalizer through the
+// integration that made it: restarted for the next mode, with that integration
+// off, before it had, it would keep the Workload admitted for ever, holding the
+// queue's quota (seen with Kueue v0.17.1: trainjob-prio-low-... stayed admitted
+// and the next mode's jobs waited for 4 GPUs).
+func waitNoWorkloads(t *testing.T, ns string) {
+	t.Helper()
+	waitFor(t, long, func() error {
+		var l unstructured.UnstructuredList
+		l.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+		l.SetKind("WorkloadList")
+		if err := cli.List(ctx(), &l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%d Workloads left in %s, e.g. %s", len(l.Items), ns, l.Items[0].GetName())
+		}
+		return nil
+	})
+}
 
 func gpuJob(t *testing.T, name, priority string, run time.Duration) *trainer.TrainJob {
 	job := runFor(loadTrainJob(t, "examples/kueue/trainjob-gpu.yaml", queueNS, name), run)

@@ -12,24 +12,8 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
-
-// torchRuntime is runtimes/torch-distributed.yaml plus an initializer and a
-// sidecar, so that fuzzed overrides can reach every kind of replicated job.
-const torchRuntime = `
-mlPolicy: {numNodes: 1, torch: {}}
-template:
-  spec:
-    replicatedJobs:
-    - name: dataset-initializer
-      template:
-        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
-        spec: {template: {spec: {containers: [{name: dataset-initializer, image: busybox}]}}}
-    - name: node
-      template:
-        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-        spec: {template: {spec: {containers: [{name: node, image: pytorch}, {name: logger, image: busybox}]}}}
-`
 
 // Seeds: one valid TrainJob per shape, and the bad inputs of the admission table
 // (test/integration/webhooks).
@@ -72,7 +56,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 		f.Add([]byte(s), []byte(trainJobSeeds[0]))
 	}
 	var spec trainer.TrainingRuntimeSpec
-	if err := yaml.Unmarshal([]byte(torchRuntime), &spec); err != nil {
+	if err := yaml.Unmarshal([]byte(rttesting.FuzzRuntimeSpec), &spec); err != nil {
 		f.Fatal(err)
 	}
 	rt := &runtime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec}
@@ -108,7 +92,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 func FuzzValidateRuntimeSpec(f *testing.F) {
 	f.Add([]byte(`{"template":{"spec":{"replicatedJobs":[{"name":"node","replicas":2,"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}}}}]}}}`))
 	f.Add([]byte(`{"mlPolicy":{"numNodes":0,"mpi":{},"torch":{"numProcPerNode":"auto"}},"template":{}}`))
-	if b, err := yaml.YAMLToJSON([]byte(torchRuntime)); err == nil {
+	if b, err := yaml.YAMLToJSON([]byte(rttesting.FuzzRuntimeSpec)); err == nil {
 		f.Add(b)
 	}
 	fw, err := plugins.NewFramework()

@@ -16,25 +16,9 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/validation"
 )
-
-// fuzzRuntime has a trainer job with two containers and an initializer, so
-// that fuzzed patches can reach each kind of replicated job and container.
-const fuzzRuntime = `
-mlPolicy: {numNodes: 1, torch: {}}
-template:
-  spec:
-    replicatedJobs:
-    - name: dataset-initializer
-      template:
-        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
-        spec: {template: {spec: {containers: [{name: dataset-initializer, image: busybox}]}}}
-    - name: node
-      template:
-        metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-        spec: {template: {spec: {containers: [{name: node, image: pytorch}, {name: logger, image: busybox}]}}}
-`
 
 var defaultSeeds = []string{
 	`{"metadata":{"name":"a"},"spec":{"runtimeRef":{"name":"torch"},"runtimePatches":[{"manager":"m","trainingRuntimeSpec":{"template":{"metadata":{"labels":{"a":"b"}}}}}]}}`,
@@ -64,7 +48,7 @@ func FuzzDefaultTrainJob(f *testing.F) {
 		f.Add([]byte(s), []byte(""), int64(0))
 	}
 	var spec trainer.TrainingRuntimeSpec
-	if err := yaml.Unmarshal([]byte(fuzzRuntime), &spec); err != nil {
+	if err := yaml.Unmarshal([]byte(rttesting.FuzzRuntimeSpec), &spec); err != nil {
 		f.Fatal(err)
 	}
 	rt := &runtime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec}

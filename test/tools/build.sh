@@ -23,6 +23,7 @@
 # Usage: test/tools/build.sh OUTDIR [TARGET ...]
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #          kwok jobset-controller kueue-controller s3-server
+#          kubelet kube-proxy (only for the local cluster's container nodes)
 #          volcano-scheduler volcano-controller-manager
 #          scheduler-plugins-scheduler scheduler-plugins-controller
 set -euo pipefail
@@ -39,6 +40,7 @@ module_of() {
     etcd) echo etcd ;;
     s3-server) echo s3server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|jobset-controller) echo cluster ;;
+    kubelet|kube-proxy) echo cluster ;;
     kueue-controller) echo kueue ;;
     volcano-scheduler|volcano-controller-manager) echo volcano ;;
     scheduler-plugins-scheduler|scheduler-plugins-controller) echo scheduler-plugins ;;
@@ -51,7 +53,7 @@ module_of() {
 package_of() {
   case "$1" in
     etcd|s3-server) echo . ;;
-    kube-*|kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
+    kube-*|kubectl|kubelet) echo "k8s.io/kubernetes/cmd/$1" ;;
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
     jobset-controller) echo sigs.k8s.io/jobset ;;
     kueue-controller) echo sigs.k8s.io/kueue/cmd/kueue ;;

@@ -4,7 +4,9 @@
 # kube-scheduler, kubectl) and the JobSet and Kueue controllers, so client-go,
 # apimachinery, apiserver, controller-runtime and friends resolve to one version and
 # compile once for all of them, and kwok (the fake-node controller), whose v0.8.0 builds
-# against the same k8s.io set since Kubernetes 1.36. (etcd keeps its own module: see README.md.)
+# against the same k8s.io set since Kubernetes 1.36. kubelet and kube-proxy are tools of
+# the module too, built only for the local cluster's container nodes. (etcd keeps its own
+# module: see README.md.)
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 # ./staging/...; those replaces do not apply to a dependent module, so this go.mod
@@ -47,7 +49,7 @@ GODEBUG_LINE=$(grep '^godebug' "$MOD" || true)
   echo ")"
   echo
   echo "tool ("
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do echo "	k8s.io/kubernetes/cmd/$c"; done
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do echo "	k8s.io/kubernetes/cmd/$c"; done
   echo "	sigs.k8s.io/jobset"
   echo "	sigs.k8s.io/kwok/cmd/kwok"
   echo ")"

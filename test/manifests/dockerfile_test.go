@@ -46,7 +46,7 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"golang:1.26", "gcr.io/distroless/static:nonroot"}, from); diff != "" {
+	if diff := cmp.Diff([]string{"golang:1.26", "gcr.io/distroless/static:nonroot", "gcr.io/distroless/static:nonroot"}, from); diff != "" {
 		t.Errorf("Dockerfile stages (-want +got):\n%s", diff)
 	}
 	if user != "65532:65532" {

@@ -58,6 +58,11 @@ build: ## Build the manager and the trainyard CLI (docs/cli.md; also as the kube
 	ln -sf trainyard $(BIN)/kubectl-trainyard
 	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
 
+.PHONY: images
+images: ## Build the manager's and the initializer's images without docker (test/images): OCI archives bin/images/<name>.oci.tar tagged trainyard.local/<name>:$(VERSION), reproducible (SOURCE_DATE_EPOCH); rebuilt only when their inputs change.
+	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-images ./test/images/cmd/trainyard-images
+	$(BIN)/trainyard-images -out $(BIN)/images -version $(VERSION) -commit $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) -ldflags "$(LDFLAGS)"
+
 .PHONY: debian-packages
 debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.
 	@test/tools/debian-packages.sh

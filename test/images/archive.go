@@ -1,0 +1,213 @@
+package images
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// The annotations of the index entry that name an image. containerd's
+// importer (`ctr images import`) takes io.containerd.image.name as the whole
+// name; the OCI annotation is what skopeo, podman and docker load read.
+const (
+	annotationRefName       = "org.opencontainers.image.ref.name"
+	annotationContainerdRef = "io.containerd.image.name"
+)
+
+// writeArchive writes img as an OCI image layout in dir, named ref in its
+// index, and packs the layout into a tar at path (an oci-archive): sorted
+// entries, each with the time created, owned by root. It returns the image's
+// manifest digest and the archive's size.
+func writeArchive(img v1.Image, ref, path, dir string, created time.Time) (v1.Hash, int64, error) {
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	// The index entry is written here rather than by AppendImage, which adds
+	// an artifactType (meant for artifacts, not images) to it.
+	if err := lp.WriteImage(img); err != nil {
+		return v1.Hash{}, 0, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	size, err := img.Size()
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	if err := lp.AppendDescriptor(v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: size, Digest: digest,
+		Annotations: map[string]string{annotationRefName: ref, annotationContainerdRef: ref}}); err != nil {
+		return v1.Hash{}, 0, err
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	slices.Sort(files)
+
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	defer os.Remove(tmp)
+	tw := tar.NewWriter(f)
+	for _, name := range files {
+		if err := addFile(tw, filepath.Join(dir, name), name, created); err != nil {
+			f.Close()
+			return v1.Hash{}, 0, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		f.Close()
+		return v1.Hash{}, 0, err
+	}
+	size, err = f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		f.Close()
+		return v1.Hash{}, 0, err
+	}
+	if err := f.Close(); err != nil {
+		return v1.Hash{}, 0, err
+	}
+	return digest, size, os.Rename(tmp, path)
+}
+
+func addFile(tw *tar.Writer, src, name string, created time.Time) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: st.Size(), ModTime: created}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
+}
+
+// ReadIndex reads the index.json of an oci-archive.
+func ReadIndex(path string) (*v1.IndexManifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s: no index.json", path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Name == "index.json" {
+			var idx v1.IndexManifest
+			if err := json.NewDecoder(tr).Decode(&idx); err != nil {
+				return nil, fmt.Errorf("%s: index.json: %w", path, err)
+			}
+			return &idx, nil
+		}
+	}
+}
+
+// readResults describes the archives of an earlier build with opts, from
+// their index.json; an error when one is missing or names another image.
+func readResults(opts Options) ([]Result, error) {
+	var results []Result
+	for _, im := range Images {
+		r := Result{Image: im, Ref: im.Ref(opts), Path: filepath.Join(opts.OutDir, im.Name+".oci.tar")}
+		idx, err := ReadIndex(r.Path)
+		if err != nil {
+			return nil, err
+		}
+		if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[annotationContainerdRef] != r.Ref {
+			return nil, fmt.Errorf("%s does not hold %s alone", r.Path, r.Ref)
+		}
+		st, err := os.Stat(r.Path)
+		if err != nil {
+			return nil, err
+		}
+		r.Digest, r.Size = idx.Manifests[0].Digest, st.Size()
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// inputStamp hashes everything a build depends on: the options, the go
+// command's version, go.mod and go.sum, the non-test Go sources and embedded
+// files of apis/, cmd/ and pkg/ (what the Dockerfile copies), and this
+// package's own sources (the images' layout and the base files).
+func inputStamp(ctx context.Context, opts Options) (string, error) {
+	h := sha256.New()
+	goVersion, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	fmt.Fprintf(h, "version=%s\ncommit=%s\nldflags=%s\nepoch=%d\narch=%s\ngo=%s\n",
+		opts.Version, opts.GitCommit, opts.LDFlags, opts.SourceDateEpoch, opts.GOARCH, strings.TrimSpace(string(goVersion)))
+	files := []string{"go.mod", "go.sum"}
+	for _, dir := range []string{"apis", "cmd", "pkg", "test/images"} {
+		err := filepath.WalkDir(filepath.Join(opts.RepoRoot, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == "testdata" || (dir == "test/images" && d.Name() == "cmd")) {
+				return filepath.SkipDir
+			}
+			if d.Type().IsRegular() && !strings.HasSuffix(p, "_test.go") {
+				rel, _ := filepath.Rel(opts.RepoRoot, p)
+				files = append(files, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	slices.Sort(files)
+	for _, name := range files {
+		f, err := os.Open(filepath.Join(opts.RepoRoot, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\n", name)
+		n, err := io.Copy(h, f)
+		fmt.Fprintf(h, "\n%d\n", n)
+		f.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -48,11 +48,11 @@ func writeArchive(img v1.Image, ref, path, dir string, created time.Time) (v1.Ha
 	if err != nil {
 		return v1.Hash{}, 0, err
 	}
-	size, err := img.Size()
+	manifestSize, err := img.Size()
 	if err != nil {
 		return v1.Hash{}, 0, err
 	}
-	if err := lp.AppendDescriptor(v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: size, Digest: digest,
+	if err := lp.AppendDescriptor(v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: manifestSize, Digest: digest,
 		Annotations: map[string]string{annotationRefName: ref, annotationContainerdRef: ref}}); err != nil {
 		return v1.Hash{}, 0, err
 	}
@@ -70,31 +70,36 @@ func writeArchive(img v1.Image, ref, path, dir string, created time.Time) (v1.Ha
 	slices.Sort(files)
 
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	defer func() { _ = os.Remove(tmp) }()
+	size, err := packFiles(tmp, dir, files, created)
 	if err != nil {
-		return v1.Hash{}, 0, err
-	}
-	defer os.Remove(tmp)
-	tw := tar.NewWriter(f)
-	for _, name := range files {
-		if err := addFile(tw, filepath.Join(dir, name), name, created); err != nil {
-			f.Close()
-			return v1.Hash{}, 0, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		f.Close()
-		return v1.Hash{}, 0, err
-	}
-	size, err = f.Seek(0, io.SeekCurrent)
-	if err != nil {
-		f.Close()
-		return v1.Hash{}, 0, err
-	}
-	if err := f.Close(); err != nil {
 		return v1.Hash{}, 0, err
 	}
 	return digest, size, os.Rename(tmp, path)
+}
+
+// packFiles writes the files of dir, relative paths in order, into a tar at
+// path and returns its size.
+func packFiles(path, dir string, files []string, created time.Time) (size int64, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	tw := tar.NewWriter(f)
+	for _, name := range files {
+		if err := addFile(tw, filepath.Join(dir, name), name, created); err != nil {
+			return 0, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return 0, err
+	}
+	return f.Seek(0, io.SeekCurrent)
 }
 
 func addFile(tw *tar.Writer, src, name string, created time.Time) error {
@@ -102,7 +107,7 @@ func addFile(tw *tar.Writer, src, name string, created time.Time) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -121,7 +126,7 @@ func ReadIndex(path string) (*v1.IndexManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
@@ -204,7 +209,7 @@ func inputStamp(ctx context.Context, opts Options) (string, error) {
 		fmt.Fprintf(h, "%s\n", name)
 		n, err := io.Copy(h, f)
 		fmt.Fprintf(h, "\n%d\n", n)
-		f.Close()
+		_ = f.Close()
 		if err != nil {
 			return "", err
 		}

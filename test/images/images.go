@@ -174,7 +174,7 @@ func Build(ctx context.Context, opts Options) ([]Result, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 
 	start := time.Now()
 	bins, err := buildBinaries(ctx, opts, filepath.Join(work, "bin"))

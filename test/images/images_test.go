@@ -157,7 +157,7 @@ func readImage(t *testing.T, archive string) (v1.Descriptor, v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
@@ -266,7 +266,7 @@ func checkImage(t *testing.T, r Result, opts Options, st *stage) {
 	if diff := cmp.Diff(labels, c.Labels); diff != "" {
 		t.Errorf("Labels (-Dockerfile with the build's VERSION and GIT_COMMIT +image):\n%s", diff)
 	}
-	if want := time.Unix(testEpoch, 0).UTC(); !cf.Created.Time.Equal(want) || cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+	if want := time.Unix(testEpoch, 0).UTC(); !cf.Created.Equal(want) || cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
 		t.Errorf("created %s on %s/%s, want %s on linux/%s", cf.Created.Time, cf.OS, cf.Architecture, want, runtime.GOARCH)
 	}
 	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
@@ -281,7 +281,7 @@ func checkFiles(t *testing.T, img v1.Image, st *stage, name string) {
 	files := map[string]*tar.Header{}
 	data := map[string][]byte{}
 	rc := mutate.Extract(img)
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()

@@ -162,7 +162,7 @@ func (c *Cluster) progress(format string, args ...interface{}) {
 }
 
 // Entries of a state directory that Up (re)creates; nothing else in it is touched.
-var stateEntries = []string{"state.json", "state.json.tmp", "kubeconfig", "pki", "etcd", "logs", "config", "manifests", "home", "certs", "kueue-mnt", "process-nodes"}
+var stateEntries = []string{"state.json", "state.json.tmp", "kubeconfig", "pki", "etcd", "logs", "config", "manifests", "home", "certs", "kueue-mnt", "process-nodes", "container-nodes"}
 
 // Up starts a cluster and returns once every component is ready, the kwok nodes are
 // Ready, every webhook configuration is registered and the runtimes are installed.
@@ -182,7 +182,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("cluster: missing binaries (run `make cluster-tools`): %s", strings.Join(missing, ", "))
+		fix := "run `make cluster-tools`"
+		if o.ContainerNodes > 0 {
+			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet`"
+		}
+		return nil, fmt.Errorf("cluster: missing binaries (%s): %s", fix, strings.Join(missing, ", "))
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("cluster: needs root, to give Kueue a private /etc overlay (see the package documentation)")
@@ -193,6 +197,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 				return nil, fmt.Errorf("cluster: a cluster is still running in %s (%s pid %d); stop it first", o.StateDir, p.Name, p.PID)
 			}
 		}
+	}
+	// A previous cluster's container nodes may have left containers and
+	// mounts behind (killed without Down).
+	if err := cleanupContainerNodes(o.StateDir); err != nil {
+		return nil, fmt.Errorf("cluster: cleaning up the previous cluster's container nodes: %w", err)
 	}
 	for _, e := range stateEntries {
 		if err := os.RemoveAll(filepath.Join(o.StateDir, e)); err != nil {
@@ -312,13 +321,16 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.startProcessNodes(); err != nil {
 		return nil, err
 	}
+	if err := c.startContainerNodes(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.createNamespaces(ctx, KueueNamespace, ManagerNamespace); err != nil {
 		return nil, err
 	}
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
 	}
-	c.progress("kube-controller-manager, kube-scheduler, kwok, %d process node(s) started; namespaces and nodes created", c.o.ProcessNodes)
+	c.progress("kube-controller-manager, kube-scheduler, kwok, %d process node(s), %d container node(s) started; namespaces and nodes created", c.o.ProcessNodes, c.o.ContainerNodes)
 	if err := c.installCRDs(ctx); err != nil {
 		return nil, err
 	}

@@ -61,10 +61,10 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 	return nil
 }
 
-// waitNodesReady waits until every kwok and process node is Ready and carries no
+// waitNodesReady waits until every kwok, process and container node is Ready and carries no
 // taint but kwok's.
 func (c *Cluster) waitNodesReady(ctx context.Context) error {
-	want := c.o.CPUNodes + c.o.GPUNodes + c.o.ProcessNodes
+	want := c.o.CPUNodes + c.o.GPUNodes + c.o.ProcessNodes + c.o.ContainerNodes
 	return c.poll(ctx, "nodes to become Ready", func() (bool, string, error) {
 		var nl corev1.NodeList
 		if err := c.client.List(ctx, &nl); err != nil {

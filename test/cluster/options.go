@@ -26,13 +26,19 @@ type Options struct {
 	// ManagerBinary is the Trainyard manager; default RepoDir/bin/trainyard-manager.
 	ManagerBinary string
 	// CPUNodes and GPUNodes are the numbers of kwok nodes of each pool; when both are
-	// 0 (and ProcessNodes too) the defaults are 2 CPU nodes and 1 GPU node.
+	// 0 (and ProcessNodes and ContainerNodes too) the defaults are 2 CPU nodes and 1 GPU node.
 	// GPUsPerNode defaults to 8.
 	CPUNodes, GPUNodes, GPUsPerNode int
 	// ProcessNodes is the number of process nodes (process-node-0, …): Nodes whose
 	// pods really run, as processes on this machine (see ProcessNodeBinary and
 	// pkg/processnode). They are labelled trainyard.io/pool=process and untainted.
 	ProcessNodes int
+	// ContainerNodes is the number of container nodes (container-node-0, …):
+	// real kubelets, each with its own containerd, whose pods run in real
+	// containers (containernode.go). They need bin/k8s/kubelet
+	// (test/tools/build.sh kubelet) and the packages of
+	// test/tools/container-node-packages.sh. Default 0.
+	ContainerNodes int
 	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
 	ProcessNodeBinary string
 	// ProcessNodeNvidiaSMI is the process nodes' --nvidia-smi, the program
@@ -114,6 +120,9 @@ func Binaries(o Options) ([]string, error) {
 	if o.ProcessNodes > 0 {
 		bins = append(bins, o.ProcessNodeBinary)
 	}
+	if o.ContainerNodes > 0 {
+		bins = append(bins, filepath.Join(o.BinDir, Kubelet))
+	}
 	return bins, nil
 }
 
@@ -177,7 +186,7 @@ func (o *Options) defaults() error {
 	if o.ProcessNodeBinary == "" {
 		o.ProcessNodeBinary = filepath.Join(o.RepoDir, "bin", "trainyard-node")
 	}
-	if o.CPUNodes == 0 && o.GPUNodes == 0 && o.ProcessNodes == 0 {
+	if o.CPUNodes == 0 && o.GPUNodes == 0 && o.ProcessNodes == 0 && o.ContainerNodes == 0 {
 		o.CPUNodes, o.GPUNodes = defaultCPUNode, defaultGPUNode
 	}
 	if o.GPUsPerNode == 0 {

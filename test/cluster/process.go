@@ -327,5 +327,7 @@ func (s *supervisor) stopAll() error {
 			s.mu.Unlock()
 		}
 	}
+	// The containers of container nodes outlive their containerd.
+	errs = append(errs, cleanupContainerNodes(s.dir))
 	return errors.Join(errs...)
 }

@@ -4,7 +4,7 @@
 //
 //	local-cluster up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
 //	                     [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
-//	                     [--process-nodes N] [--gang-scheduler volcano|coscheduling]
+//	                     [--process-nodes N] [--container-nodes N] [--gang-scheduler volcano|coscheduling]
 //	local-cluster down   [--state-dir DIR]
 //	local-cluster status [--state-dir DIR]
 //	local-cluster --version
@@ -109,6 +109,7 @@ func up(args []string) error {
 	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
 	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
+	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (builds bin/k8s/kubelet; needs "+cluster.ContainerNodePackagesScript+")")
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
 	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
@@ -120,11 +121,19 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *cpu == 0 && *gpu == 0 && *procs == 0 {
+	if *cpu == 0 && *gpu == 0 && *procs == 0 && *containers == 0 {
 		return errors.New("need at least one node")
 	}
 	if err := buildGangScheduler(*gang); err != nil {
 		return err
+	}
+	if *containers > 0 {
+		if err := buildTools("the container nodes' kubelet", cluster.Kubelet); err != nil {
+			return err
+		}
+		if err := installContainerNodePackages(); err != nil {
+			return err
+		}
 	}
 	var frameworks []string
 	for _, f := range strings.Split(*fw, ",") {
@@ -139,7 +148,7 @@ func up(args []string) error {
 	start := time.Now()
 	c, err := cluster.Up(ctx, cluster.Options{
 		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
-		KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
+		ContainerNodes: *containers, KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
 		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr,
 	})
 	if err != nil {
@@ -181,6 +190,12 @@ func buildGangScheduler(name string) error {
 	if !ok {
 		return fmt.Errorf("--gang-scheduler %q: want one of %s", name, strings.Join(slices.Sorted(maps.Keys(gangTools)), ", "))
 	}
+	return buildTools("the "+name+" gang scheduler", targets...)
+}
+
+// buildTools builds test/tools/build.sh targets into bin/k8s (nothing when
+// they are up to date).
+func buildTools(what string, targets ...string) error {
 	repo, err := cluster.FindRepoDir(mustGetwd())
 	if err != nil {
 		return err
@@ -188,7 +203,22 @@ func buildGangScheduler(name string) error {
 	cmd := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), append([]string{filepath.Join(repo, "bin", "k8s")}, targets...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building the %s gang scheduler (test/tools/build.sh): %w", name, err)
+		return fmt.Errorf("building %s (test/tools/build.sh): %w", what, err)
+	}
+	return nil
+}
+
+// installContainerNodePackages runs test/tools/container-node-packages.sh
+// (containerd, runc, the CNI plugins; a stamp makes a second run free).
+func installContainerNodePackages() error {
+	repo, err := cluster.FindRepoDir(mustGetwd())
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(repo, cluster.ContainerNodePackagesScript))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", cluster.ContainerNodePackagesScript, err)
 	}
 	return nil
 }

@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// TestContainerNode brings up a cluster with one container node (a real
+// kubelet on its own containerd), imports an image built here without a
+// container engine (a static Go binary in an OCI archive) into the node's
+// containerd, runs it as a pod and reads its output with kubectl logs (API
+// server → kubelet → containerd's log file). It builds the kubelet and
+// installs the node's Debian packages first, and fails, with the fix, when
+// they are still missing.
+func TestContainerNode(t *testing.T) {
+	o := Options{StateDir: t.TempDir(), ContainerNodes: 1, Runtimes: []string{}}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	base := o
+	base.ContainerNodes = 0
+	if missing, err := MissingBinaries(base); err != nil || len(missing) > 0 {
+		t.Skipf("local cluster binaries missing (build them with `make cluster-tools`): %v %v", missing, err)
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("container nodes need root")
+	}
+	for _, step := range [][]string{
+		{filepath.Join(o.RepoDir, "test", "tools", "build.sh"), o.BinDir, Kubelet},
+		{filepath.Join(o.RepoDir, ContainerNodePackagesScript)},
+	} {
+		cmd := exec.Command(step[0], step[1:]...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(step, " "), err, out)
+		}
+	}
+	if errs := ContainerNodePrerequisites(); len(errs) > 0 {
+		t.Fatalf("container nodes cannot run here: %v", errs)
+	}
+	if testing.Verbose() {
+		o.Progress = testWriter{t}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c, err := Up(ctx, o)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	downDone := false
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range c.Processes() {
+				t.Logf("---- end of %s:\n%s", p.Log, tail(p.Log, 40))
+			}
+		}
+		if !downDone {
+			if err := c.Down(); err != nil {
+				t.Errorf("Down: %v", err)
+			}
+		}
+	})
+
+	// The image: testdata/hello, static, packed as an OCI archive.
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hello")
+	if err := BuildStaticBinary(ctx, filepath.Join(o.RepoDir, "test", "cluster"), "./testdata/hello", bin); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const image = "registry.trainyard.local/hello:1"
+	archive := filepath.Join(dir, "hello.tar")
+	if err := WriteImageArchive(archive, image, []string{"/hello"}, ImageFile{Path: "/hello", Data: data, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ImportImage(ctx, c.ContainerNodeSocket(0), archive); err != nil {
+		t.Fatal(err)
+	}
+
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace = "hello", "default"
+	pod.Spec = corev1.PodSpec{
+		NodeName:      ContainerNodeName(0),
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "hello", Image: image, ImagePullPolicy: corev1.PullNever,
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
+	}
+	if err := c.client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	err = c.poll(ctx, "pod hello to succeed", func() (bool, string, error) {
+		if err := c.client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "hello"}, pod); err != nil {
+			return false, "", err
+		}
+		if pod.Status.Phase == corev1.PodFailed {
+			return false, "", fmt.Errorf("pod failed: %+v", pod.Status)
+		}
+		return pod.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("phase %s: %+v", pod.Status.Phase, pod.Status.ContainerStatuses), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := pod.Status.ContainerStatuses
+	if len(cs) != 1 || !strings.HasPrefix(cs[0].ContainerID, "containerd://") || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 0 {
+		t.Fatalf("container status: %+v", cs)
+	}
+	if !strings.HasPrefix(pod.Status.PodIP, "10.253.0.") {
+		t.Errorf("pod IP %q, want one of the node's 10.253.0.0/24", pod.Status.PodIP)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", c.Kubeconfig(), "logs", "-n", "default", "hello").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl logs: %v: %s", err, out)
+	}
+	t.Logf("kubectl logs hello: %s", strings.TrimSpace(string(out)))
+	// Its own PID namespace, host name and root file system (the image's one
+	// file, and what the runtime mounts: no /usr of the host).
+	if want := "hello from a container: hostname=hello pid=1 "; !strings.Contains(string(out), want) {
+		t.Errorf("kubectl logs: %q, want it to contain %q", out, want)
+	}
+	if strings.Contains(string(out), "usr") {
+		t.Errorf("kubectl logs: %q: the container sees the host's root", out)
+	}
+
+	if err := c.Down(); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	downDone = true
+	// Down leaves no container, bridge or cgroup behind.
+	if linkExists(containerBridge(o.StateDir, 0)) {
+		t.Errorf("bridge %s still exists after Down", containerBridge(o.StateDir, 0))
+	}
+	for _, m := range cgroupV1Mounts() {
+		if _, err := os.Stat(filepath.Join(m, containerCgroupRoot(o.StateDir, 0))); err == nil {
+			t.Errorf("cgroup %s still exists after Down", filepath.Join(m, containerCgroupRoot(o.StateDir, 0)))
+		}
+	}
+	for _, m := range mountInfo() {
+		if strings.HasPrefix(m.point, o.StateDir+"/") {
+			t.Errorf("mount %s (%s) still there after Down", m.point, m.fstype)
+		}
+	}
+}

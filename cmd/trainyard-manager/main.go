@@ -18,17 +18,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
-	pytorchjobcontroller "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 	"github.com/trainyard/trainyard/pkg/version"
 )
@@ -54,7 +54,7 @@ func run() error {
 		burst       = flag.Int("kube-api-burst", 1000, "client burst of requests to the API server")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
-		kueueMode   = flag.String("kueue-mode", string(gang.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
+		kueueMode   = flag.String("kueue-mode", string(kueue.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
 		domain      = flag.String("cluster-domain", torch.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
 		gangSched   = flag.String("gang-scheduler-name", "", "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
 		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
@@ -99,8 +99,8 @@ func run() error {
 	utilruntime.Must(trainer.AddToScheme(scheme))
 	utilruntime.Must(kubeflowv1.AddToScheme(scheme))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
-	utilruntime.Must(kueue.AddToScheme(scheme))
-	mode, err := gang.ParseMode(*kueueMode)
+	utilruntime.Must(kueueapi.AddToScheme(scheme))
+	mode, err := kueue.ParseMode(*kueueMode)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
 	"github.com/trainyard/trainyard/pkg/statusserver"
 )
 
@@ -43,8 +43,8 @@ func (o *statusOptions) bindFlags(fs *flag.FlagSet) {
 }
 
 // setupStatusServer adds the server and the CA reader to the manager and
-// returns what the progress plugin needs (nil when the server is off).
-func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*progress.Config, error) {
+// returns what the TrainJobStatus plugin needs (nil when the server is off).
+func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*trainjobstatus.Config, error) {
 	if !o.enabled {
 		return nil, nil
 	}
@@ -85,5 +85,5 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*p
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the status server: %w", err)
 	}
-	return &progress.Config{BaseURL: url, CA: ca.Get}, nil
+	return &trainjobstatus.Config{BaseURL: url, CA: ca.Get}, nil
 }

@@ -1,6 +1,6 @@
 // Package controller wires Trainyard's job kinds into the manager. Every kind
 // runs on the one generic reconciler of pkg/controller/jobframework, behind a
-// small adapter (pkg/controller/trainjob, pkg/controller/pytorchjob); what a
+// small adapter (pkg/controller/trainjob, pkg/controller/pytorchjobcontroller); what a
 // kind's jobs create is the plan its runtime plugins build.
 package controller
 

@@ -17,7 +17,7 @@ import (
 // trust it: read from a file (ca.crt next to the webhook's tls.crt, where
 // cert-controller and cert-manager both put it) at start and re-read every
 // Interval, so a rotated CA reaches new TrainJobs' <tj>-tls-config ConfigMaps
-// at their next reconcile. It is what the progress plugin gets through
+// at their next reconcile. It is what the TrainJobStatus plugin gets through
 // plugins.Options: plugins hold no client and read no files, only this value.
 type CABundle struct {
 	Path     string

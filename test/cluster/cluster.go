@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 )
 
 // Component names: the log file of component X is Logs()/X.log.
@@ -82,9 +82,9 @@ const kueueTrainJobFramework = "trainer.kubeflow.org/trainjob"
 // KueueFrameworksFor are Kueue's integrations for the manager's --kueue-mode:
 // the defaults, without the TrainJob integration in jobset mode (Kueue then
 // queues the JobSets Trainyard hands it; docs/install.md).
-func KueueFrameworksFor(mode gang.Mode) []string {
+func KueueFrameworksFor(mode kueue.Mode) []string {
 	fw := slices.Clone(DefaultKueueFrameworks)
-	if mode == gang.ModeJobSet {
+	if mode == kueue.ModeJobSet {
 		fw = slices.DeleteFunc(fw, func(f string) bool { return f == kueueTrainJobFramework })
 	}
 	return fw

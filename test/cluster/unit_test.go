@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 )
 
 const webhooksYAML = `
@@ -280,10 +280,10 @@ func TestComponentsDieWithTheirParent(t *testing.T) {
 // TestKueueFrameworksFor: Kueue's TrainJob integration runs in trainjob mode
 // only, and the defaults are never changed through the result.
 func TestKueueFrameworksFor(t *testing.T) {
-	if got, want := KueueFrameworksFor(gang.ModeTrainJob), []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}; !reflect.DeepEqual(got, want) {
+	if got, want := KueueFrameworksFor(kueue.ModeTrainJob), []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("trainjob mode: %v, want %v", got, want)
 	}
-	got := KueueFrameworksFor(gang.ModeJobSet)
+	got := KueueFrameworksFor(kueue.ModeJobSet)
 	if want := []string{"batch/job", "jobset.x-k8s.io/jobset"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("jobset mode: %v, want %v", got, want)
 	}

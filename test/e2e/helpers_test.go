@@ -145,7 +145,7 @@ func patchJob(t *testing.T, ns, name string, mutate func(*trainer.TrainJob)) {
 }
 
 // statusServerEnv are the variables every trainer container gets from the
-// status server's plugin (checked in full by the progress plugin's tests and
+// status server's plugin (checked in full by the TrainJobStatus plugin's tests and
 // TestTrainerStatusReport on the process node).
 var statusServerEnv = []string{"KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT", "KUBEFLOW_TRAINER_SERVER_TOKEN"}
 

@@ -15,7 +15,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/test/cluster"
 )
 
@@ -24,10 +24,10 @@ import (
 var kueueModes = []struct {
 	name       string
 	frameworks []string
-	mode       gang.Mode
+	mode       kueue.Mode
 }{
-	{"TrainJob integration enabled", cluster.KueueFrameworksFor(gang.ModeTrainJob), gang.ModeTrainJob},
-	{"TrainJob integration disabled", cluster.KueueFrameworksFor(gang.ModeJobSet), gang.ModeJobSet},
+	{"TrainJob integration enabled", cluster.KueueFrameworksFor(kueue.ModeTrainJob), kueue.ModeTrainJob},
+	{"TrainJob integration disabled", cluster.KueueFrameworksFor(kueue.ModeJobSet), kueue.ModeJobSet},
 }
 
 // TestKueue runs the gang scenarios through the real Kueue, once per setup. The
@@ -85,14 +85,14 @@ func waitNoWorkloads(t *testing.T, ns string) {
 
 func gpuJob(t *testing.T, name, priority string, run time.Duration) *trainer.TrainJob {
 	job := runFor(loadTrainJob(t, "examples/kueue/trainjob-gpu.yaml", queueNS, name), run)
-	job.Labels[gang.PriorityClassLabel] = priority
+	job.Labels[kueue.PriorityClassLabel] = priority
 	t.Cleanup(func() { _ = cli.Delete(ctx(), job, client.PropagationPolicy("Background")) })
 	return job
 }
 
 // Two 2×2-GPU jobs on a 4-GPU queue: the first runs, all its pods on GPU nodes;
 // the second waits, as a whole, with Kueue's reason; it runs once the first is done.
-func gangQueueing(t *testing.T, mode gang.Mode) {
+func gangQueueing(t *testing.T, mode kueue.Mode) {
 	first, second := gpuJob(t, "gang-first", "low", 15*time.Second), gpuJob(t, "gang-second", "low", time.Second)
 	if err := cli.Create(ctx(), first); err != nil {
 		t.Fatal(err)
@@ -132,14 +132,14 @@ func gangQueueing(t *testing.T, mode gang.Mode) {
 
 // checkQueueLabels: in jobset mode the JobSet carries the queue; in trainjob
 // mode it must not, or Kueue would queue the job twice.
-func checkQueueLabels(t *testing.T, job *trainer.TrainJob, mode gang.Mode) {
+func checkQueueLabels(t *testing.T, job *trainer.TrainJob, mode kueue.Mode) {
 	t.Helper()
 	var js jobsetv1alpha2.JobSet
 	if err := cli.Get(ctx(), client.ObjectKeyFromObject(job), &js); err != nil {
 		t.Fatal(err)
 	}
-	_, has := js.Labels[gang.QueueNameLabel]
-	if has != (mode == gang.ModeJobSet) {
+	_, has := js.Labels[kueue.QueueNameLabel]
+	if has != (mode == kueue.ModeJobSet) {
 		t.Errorf("mode %s: JobSet queue label present=%v", mode, has)
 	}
 }
@@ -159,7 +159,7 @@ func neverFits(t *testing.T) {
 
 // A high-priority job preempts a running low-priority one, which is suspended,
 // then resumes and completes after the high-priority job.
-func preemption(t *testing.T, mode gang.Mode) {
+func preemption(t *testing.T, mode kueue.Mode) {
 	low, high := gpuJob(t, "prio-low", "low", 20*time.Second), gpuJob(t, "prio-high", "high", 5*time.Second)
 	if err := cli.Create(ctx(), low); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func preemption(t *testing.T, mode gang.Mode) {
 		t.Fatal(err)
 	}
 	preempted := waitState(t, queueNS, low.Name, trainer.TrainJobPending, "Preempted", short)
-	if mode == gang.ModeTrainJob && !ptr.Deref(preempted.Spec.Suspend, false) {
+	if mode == kueue.ModeTrainJob && !ptr.Deref(preempted.Spec.Suspend, false) {
 		t.Errorf("Kueue's TrainJob integration should have suspended the TrainJob")
 	}
 	// Its pods go: each one the job ran before the preemption is terminating or

@@ -8,29 +8,29 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jax"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/xgboost"
 )
 
 // Options configure the plugins.
 type Options struct {
-	// KueueMode says how Kueue is set up (default gang.ModeTrainJob).
-	KueueMode gang.Mode
+	// KueueMode says how Kueue is set up (default kueue.ModeTrainJob).
+	KueueMode kueue.Mode
 	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
 	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
 	// brokers connect to each other by theirs.
 	ClusterDomain string
-	// Progress configures the trainer status injection (progress.Config);
+	// Progress configures the trainer status injection (trainjobstatus.Config);
 	// nil turns it off.
-	Progress *progress.Config
+	Progress *trainjobstatus.Config
 }
 
 // Ordered returns the plugins in the order they run:
@@ -44,7 +44,7 @@ type Options struct {
 func Ordered(opts Options) []framework.Plugin {
 	mode := opts.KueueMode
 	if mode == "" {
-		mode = gang.ModeTrainJob
+		mode = kueue.ModeTrainJob
 	}
 	domain := opts.ClusterDomain
 	if domain == "" {
@@ -58,8 +58,8 @@ func Ordered(opts Options) []framework.Plugin {
 		jax.New(),
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},
-		progress.New(opts.Progress),
-		gang.New(mode),
+		trainjobstatus.New(opts.Progress),
+		kueue.New(mode),
 		coscheduling.New(),
 		volcano.New(),
 		jobset.New(),

@@ -13,10 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
@@ -24,18 +24,18 @@ import (
 // returns a function that sets its conditions.
 func workloadFor(t *testing.T, owner client.Object, gvk schema.GroupVersionKind) func(...metav1.Condition) {
 	t.Helper()
-	wl := &kueue.Workload{
+	wl := &kueueapi.Workload{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: owner.GetNamespace(), Name: "wl-" + owner.GetName(),
 			Labels:          map[string]string{"kueue.x-k8s.io/job-uid": string(owner.GetUID())},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner.GetName(), UID: owner.GetUID(), Controller: ptr.To(true)}},
 		},
-		Spec: kueue.WorkloadSpec{QueueName: "team-a", PodSets: []kueue.PodSet{{Name: "node", Count: 2, Template: podTemplateForWorkload()}}},
+		Spec: kueueapi.WorkloadSpec{QueueName: "team-a", PodSets: []kueueapi.PodSet{{Name: "node", Count: 2, Template: podTemplateForWorkload()}}},
 	}
 	require.NoError(t, env.Client.Create(ctx(), wl))
 	return func(conds ...metav1.Condition) {
 		eventually(t, func() error {
-			var cur kueue.Workload
+			var cur kueueapi.Workload
 			if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(wl), &cur); err != nil {
 				return err
 			}
@@ -71,26 +71,26 @@ func TestKueueTrainJobMode(t *testing.T) {
 	ns := newNamespace(t)
 	applyFile(t, ns, "runtimes/torch-distributed.yaml")
 	job := torchJob(ns, "queued", func(j *trainer.TrainJob) {
-		j.Labels = map[string]string{gang.QueueNameLabel: "team-a"}
+		j.Labels = map[string]string{kueue.QueueNameLabel: "team-a"}
 		j.Spec.Suspend = ptr.To(true) // what Kueue's TrainJob webhook does on creation
 		j.Spec.Trainer.NumNodes = ptr.To[int32](2)
 	})
 	require.NoError(t, env.Client.Create(ctx(), job))
 	js := waitJobSetSuspended(t, ns, "queued", true)
-	require.NotContains(t, js.Labels, gang.QueueNameLabel, "the JobSet must not be queued a second time")
+	require.NotContains(t, js.Labels, kueue.QueueNameLabel, "the JobSet must not be queued a second time")
 
 	setWL := workloadFor(t, job, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
-	setWL(cond(kueue.WorkloadQuotaReserved, "False", "Pending", waitingMsg))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "False", "Pending", waitingMsg))
 	waitGet(t, ns, "queued", map[string]string{"State": "Pending", "Reason": "WaitingForQuota",
 		"Message": "waiting in LocalQueue team-a: " + waitingMsg})
 
-	setWL(cond(kueue.WorkloadQuotaReserved, "False", "Pending", tooLargeMsg))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "False", "Pending", tooLargeMsg))
 	waitGet(t, ns, "queued", map[string]string{"State": "Pending", "Reason": "ExceedsQueueCapacity"})
 	require.Contains(t, kubectlGet(t, ns, "queued")["Message"], "can never fit LocalQueue team-a as its quota stands")
 	waitEvent(t, ns, "queued", "ExceedsQueueCapacity")
 
 	// Admission: Kueue writes its placement as a podTemplateOverride and resumes.
-	setWL(cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueue.WorkloadAdmitted, "True", "Admitted", ""))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueueapi.WorkloadAdmitted, "True", "Admitted", ""))
 	waitGet(t, ns, "queued", map[string]string{"State": "Pending", "Reason": "Admitted"}) // until Kueue resumes it
 	patchTrainJob(t, ns, "queued", func(j *trainer.TrainJob) {
 		j.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
@@ -105,8 +105,8 @@ func TestKueueTrainJobMode(t *testing.T) {
 	waitGet(t, ns, "queued", map[string]string{"State": "Pending", "Reason": "WaitingForPods"})
 
 	// Preemption: Kueue evicts, suspends and takes its placement back.
-	setWL(cond(kueue.WorkloadQuotaReserved, "False", "Pending", waitingMsg),
-		cond(kueue.WorkloadEvicted, "True", kueue.WorkloadEvictedByPreemption, "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "False", "Pending", waitingMsg),
+		cond(kueueapi.WorkloadEvicted, "True", kueueapi.WorkloadEvictedByPreemption, "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"))
 	patchTrainJob(t, ns, "queued", func(j *trainer.TrainJob) {
 		j.Spec.Suspend = ptr.To(true)
 		j.Spec.PodTemplateOverrides = nil
@@ -121,7 +121,7 @@ func TestKueueTrainJobMode(t *testing.T) {
 // it; Trainyard never fights over it.
 func TestKueueJobSetMode(t *testing.T) {
 	env.StopManager()
-	require.NoError(t, env.StartManager(framework.ManagerOptions{KueueMode: gang.ModeJobSet}))
+	require.NoError(t, env.StartManager(framework.ManagerOptions{KueueMode: kueue.ModeJobSet}))
 	t.Cleanup(func() {
 		env.StopManager()
 		require.NoError(t, env.StartManager(framework.ManagerOptions{}))
@@ -129,19 +129,19 @@ func TestKueueJobSetMode(t *testing.T) {
 	ns := newNamespace(t)
 	applyFile(t, ns, "runtimes/torch-distributed.yaml")
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "handed", func(j *trainer.TrainJob) {
-		j.Labels = map[string]string{gang.QueueNameLabel: "team-a", gang.PriorityClassLabel: "high"}
+		j.Labels = map[string]string{kueue.QueueNameLabel: "team-a", kueue.PriorityClassLabel: "high"}
 	})))
 	js := waitJobSetSuspended(t, ns, "handed", true)
-	require.Equal(t, "team-a", js.Labels[gang.QueueNameLabel])
-	require.Equal(t, "high", js.Labels[gang.PriorityClassLabel])
+	require.Equal(t, "team-a", js.Labels[kueue.QueueNameLabel])
+	require.Equal(t, "high", js.Labels[kueue.PriorityClassLabel])
 	waitGet(t, ns, "handed", map[string]string{"State": "Pending", "Reason": "WaitingForJobSet"})
 
 	setWL := workloadFor(t, js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))
-	setWL(cond(kueue.WorkloadQuotaReserved, "False", "Pending", waitingMsg))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "False", "Pending", waitingMsg))
 	waitGet(t, ns, "handed", map[string]string{"State": "Pending", "Reason": "WaitingForQuota"})
 
 	// Kueue admits: it unsuspends the JobSet and injects the flavor's node selector.
-	setWL(cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueue.WorkloadAdmitted, "True", "Admitted", ""))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "True", "QuotaReserved", ""), cond(kueueapi.WorkloadAdmitted, "True", "Admitted", ""))
 	waitGet(t, ns, "handed", map[string]string{"State": "Pending", "Reason": "Admitted"}) // until Kueue unsuspends the JobSet
 	eventually(t, func() error {
 		var cur jobsetv1alpha2.JobSet
@@ -167,8 +167,8 @@ func TestKueueJobSetMode(t *testing.T) {
 
 	// Kueue preempts: it suspends the JobSet and restores its template; Trainyard
 	// leaves it suspended and reports the preemption.
-	setWL(cond(kueue.WorkloadQuotaReserved, "False", "Pending", waitingMsg),
-		cond(kueue.WorkloadEvicted, "True", kueue.WorkloadEvictedByPreemption, "Preempted to accommodate a higher priority workload"))
+	setWL(cond(kueueapi.WorkloadQuotaReserved, "False", "Pending", waitingMsg),
+		cond(kueueapi.WorkloadEvicted, "True", kueueapi.WorkloadEvictedByPreemption, "Preempted to accommodate a higher priority workload"))
 	eventually(t, func() error {
 		var cur jobsetv1alpha2.JobSet
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(js), &cur); err != nil {

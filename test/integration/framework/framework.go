@@ -32,7 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -40,7 +40,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/metrics"
 	rtframework "github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
@@ -88,7 +88,7 @@ func Scheme() *k8sruntime.Scheme {
 	utilruntime.Must(trainer.AddToScheme(s))
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
-	utilruntime.Must(kueue.AddToScheme(s))
+	utilruntime.Must(kueueapi.AddToScheme(s))
 	return s
 }
 
@@ -219,7 +219,7 @@ func (e *Env) startGC(assets string) error {
 // ManagerOptions change how StartManager runs Trainyard.
 type ManagerOptions struct {
 	Clock     clock.PassiveClock
-	KueueMode gang.Mode
+	KueueMode kueue.Mode
 	// ExtraPlugins run after Trainyard's own (test-only plugins); nil means
 	// the Env's ExtraPlugins.
 	ExtraPlugins []rtframework.Plugin

@@ -31,7 +31,7 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller"
-	pytorchjobcontroller "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/test/integration/framework"
 )

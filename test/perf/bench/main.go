@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/gang"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
@@ -119,9 +119,9 @@ func run(cfg config) error {
 		return err
 	}
 	logf("starting the local cluster: %d kwok nodes × 500 pods, audit log on", nodes)
-	kueueMode := gang.ModeTrainJob
-	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(gang.ModeJobSet)) {
-		kueueMode = gang.ModeJobSet
+	kueueMode := kueue.ModeTrainJob
+	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(kueue.ModeJobSet)) {
+		kueueMode = kueue.ModeJobSet
 	}
 	c, err := cluster.Up(ctx, cluster.Options{
 		KueueFrameworks:  cluster.KueueFrameworksFor(kueueMode),

@@ -1,10 +1,10 @@
-// Package progress lets training code report its progress to the manager's
+// Package trainjobstatus lets training code report its progress to the manager's
 // status server (pkg/statusserver), as Kubeflow Trainer v2.3's TrainJobStatus
 // feature does: every regular container of the trainer pods gets the server's
 // URL, a service account token for this TrainJob's audience and the CA that
 // signs the server's certificate, and the plan gets the <tj>-tls-config
 // ConfigMap that carries that CA.
-package progress
+package trainjobstatus
 
 import (
 	"fmt"

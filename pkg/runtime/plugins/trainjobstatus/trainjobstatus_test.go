@@ -1,4 +1,4 @@
-package progress_test
+package trainjobstatus_test
 
 import (
 	"testing"
@@ -11,13 +11,13 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/progress"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
 
 const caPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
-var cfg = &progress.Config{
+var cfg = &trainjobstatus.Config{
 	BaseURL: "https://trainyard-webhook.trainyard-system.svc:10443/",
 	CA:      func() []byte { return []byte(caPEM) },
 }
@@ -57,7 +57,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 		rtt.MakeReplicatedJob("other", "", rtt.MakeContainer("other", "x"))).Obj()
 
 	cases := map[string]struct {
-		cfg     *progress.Config
+		cfg     *trainjobstatus.Config
 		rt      *runtime.Runtime
 		want    map[string]corev1.PodSpec // by replicated job
 		wantErr bool
@@ -93,7 +93,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := progress.New(tc.cfg).EnforceMLPolicy(info, job()); err != nil {
+			if err := trainjobstatus.New(tc.cfg).EnforceMLPolicy(info, job()); err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]corev1.PodSpec{}
@@ -117,7 +117,7 @@ func TestEnforceMLPolicyReplacesUserVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := progress.New(cfg).EnforceMLPolicy(info, job()); err != nil {
+	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, job()); err != nil {
 		t.Fatal(err)
 	}
 	ps := info.PodSpec("node")
@@ -139,7 +139,7 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := progress.New(cfg).Build(info, job())
+	got, err := trainjobstatus.New(cfg).Build(info, job())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +152,11 @@ func TestBuild(t *testing.T) {
 		t.Errorf("Build (-want +got):\n%s", diff)
 	}
 
-	if got, err := progress.New(nil).Build(info, job()); err != nil || got != nil {
+	if got, err := trainjobstatus.New(nil).Build(info, job()); err != nil || got != nil {
 		t.Errorf("Build with the feature off = %v, %v; want nothing", got, err)
 	}
-	notLoaded := &progress.Config{BaseURL: cfg.BaseURL, CA: func() []byte { return nil }}
-	if _, err := progress.New(notLoaded).Build(info, job()); err == nil {
+	notLoaded := &trainjobstatus.Config{BaseURL: cfg.BaseURL, CA: func() []byte { return nil }}
+	if _, err := trainjobstatus.New(notLoaded).Build(info, job()); err == nil {
 		t.Error("Build without a CA: no error, want one (the trainers could not verify the server)")
 	}
 }
@@ -171,7 +171,7 @@ func TestUserEnvWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := progress.New(cfg).EnforceMLPolicy(info, j); err != nil {
+	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, j); err != nil {
 		t.Fatal(err)
 	}
 	var got []corev1.EnvVar

@@ -1,4 +1,4 @@
-// Package gang admits a TrainJob's nodes as one gang through Kueue: all of them
+// Package kueue admits a TrainJob's nodes as one gang through Kueue: all of them
 // or none. Kueue can be set up in two ways, and the plugin follows the one the
 // cluster uses (the manager's --kueue-mode):
 //
@@ -11,7 +11,7 @@
 //     child JobSet to Kueue: the queue and priority labels go on the JobSet, the
 //     JobSet is created suspended, and from then on Kueue alone starts, stops
 //     and places it; Trainyard never unsuspends or re-renders it.
-package gang
+package kueue
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package pytorchjob
+package pytorchjobcontroller
 
 import (
 	"encoding/json"

@@ -1,11 +1,11 @@
-// Package pytorchjob plugs legacy kubeflow.org/v1 PyTorchJobs into the generic
+// Package pytorchjobcontroller plugs legacy kubeflow.org/v1 PyTorchJobs into the generic
 // reconciler (pkg/controller/jobframework). A PyTorchJob resolves to the plan
 // pkg/legacy/pytorchjob builds (its Services, then its JobSet); what this
 // package adds is v1's behaviour around it, computed purely from what was
 // observed: in-memory defaulting and validation, v1 labels on the pods, v1
 // conditions and replica counts, activeDeadlineSeconds, cleanPodPolicy and
 // ttlSecondsAfterFinished.
-package pytorchjob
+package pytorchjobcontroller
 
 import (
 	"context"

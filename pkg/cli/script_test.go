@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/trainyard/trainyard/pkg/processnode"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 func TestScriptCommand(t *testing.T) {
@@ -60,9 +61,8 @@ func TestEscapeKubeletExpansion(t *testing.T) {
 // after the kubelet's expansion, whatever the script holds: shell syntax, $(VAR),
 // quotes, the here-document delimiter itself, no final newline.
 func TestScriptCommandRunsInBash(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	_, err := exec.LookPath("bash")
+	prereq.Require(t, err == nil, "no bash on PATH")
 	cases := []struct {
 		name, file, script string
 		args               []string

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // TestSmoke brings a whole cluster up in a temporary state directory, runs a plain
@@ -30,12 +32,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(missing) > 0 {
-		t.Skipf("local cluster binaries missing (build them with `make cluster-tools`): %s", strings.Join(missing, ", "))
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the local cluster needs root (Kueue runs with a private /etc overlay)")
-	}
+	prereq.Requiref(t, len(missing) == 0, "local cluster binaries missing (build them with `make cluster-tools`): %s", strings.Join(missing, ", "))
+	prereq.Require(t, os.Geteuid() == 0, "the local cluster needs root (Kueue runs with a private /etc overlay): run the tests as root")
 	if testing.Verbose() {
 		o.Progress = testWriter{t}
 	}

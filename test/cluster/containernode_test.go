@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // TestContainerNode brings up a cluster with one container node (a real
@@ -30,9 +32,8 @@ func TestContainerNode(t *testing.T) {
 	}
 	base := o
 	base.ContainerNodes = 0
-	if missing, err := MissingBinaries(base); err != nil || len(missing) > 0 {
-		t.Skipf("local cluster binaries missing (build them with `make cluster-tools`): %v %v", missing, err)
-	}
+	missing, err := MissingBinaries(base)
+	prereq.Requiref(t, err == nil && len(missing) == 0, "local cluster binaries missing (build them with `make cluster-tools`): %v %v", missing, err)
 	if os.Geteuid() != 0 {
 		t.Fatal("container nodes need root")
 	}

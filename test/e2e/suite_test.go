@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
@@ -30,11 +31,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if len(missing) > 0 {
-		// `make test` builds them first; a bare `go test ./...` says why nothing ran.
-		fmt.Fprintf(os.Stderr, "e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s\n", strings.Join(missing, ", "))
-		os.Exit(0)
-	}
+	// `make test` builds them first; a bare `go test ./...` says why nothing ran.
+	prereq.MainRequire("e2e", len(missing) == 0, "local cluster binaries missing (run `make cluster-tools`): "+strings.Join(missing, ", "))
 	if c, err = e2eutil.UpCluster("e2e", o); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/test/integration/framework"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // skippedGroups are API groups whose CRDs the test API server does not have:
@@ -39,9 +40,8 @@ func startAPIServer(t *testing.T) *apiServer {
 		assets = filepath.Join(repoRoot, "bin", "k8s")
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			t.Skipf("%s not found in %s: run `make k8s-tools` to check the manifests against a real API server", b, assets)
-		}
+		_, err := os.Stat(filepath.Join(assets, b))
+		prereq.Requiref(t, err == nil, "%s not found in %s: run `make k8s-tools` to check the manifests against a real API server", b, assets)
 	}
 	kc := kubectl(t)
 	env, err := framework.Start()

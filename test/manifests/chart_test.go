@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // The Helm chart (manifests/charts/trainyard). The tests render it with
@@ -61,9 +62,8 @@ func helmBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("bin/helm not found: run `make chart-test` (or `make helm`, which builds it from test/tools/helm) to test the Helm chart")
-	}
+	_, err = os.Stat(p)
+	prereq.Require(t, !errors.Is(err, fs.ErrNotExist), "bin/helm not found: run `make chart-test` (or `make helm`, which builds it from test/tools/helm) to test the Helm chart")
 	return p
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // TestDockerfile checks the Dockerfile's stages and that its build context
@@ -84,9 +86,7 @@ func TestDockerfile(t *testing.T) {
 		t.Skip("-short: not listing the manager's packages")
 	}
 	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go not on PATH")
-	}
+	prereq.Require(t, err == nil, "go not on PATH")
 	cmd := exec.Command(goBin, "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/trainyard-manager")
 	cmd.Dir = repoRoot
 	out, err := cmd.Output()

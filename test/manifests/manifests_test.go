@@ -37,6 +37,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 const (
@@ -514,9 +516,7 @@ func kubectl(t *testing.T) string {
 		}
 	}
 	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not found in bin/k8s or on PATH; skipping the kustomize build")
-	}
+	prereq.Require(t, err == nil, "kubectl not found in bin/k8s or on PATH (run `make k8s-tools`); skipping the kustomize build")
 	return p
 }
 

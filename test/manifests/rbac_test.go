@@ -22,6 +22,7 @@ import (
 
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // rules flattens RBAC rules into sorted permissions: "group/resource: verb",
@@ -416,9 +417,8 @@ func TestGeneratedRBACUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there to check that manifests/base/rbac/role.yaml is up to date", bin)
-	}
+	_, err = os.Stat(bin)
+	prereq.Requiref(t, !errors.Is(err, fs.ErrNotExist), "controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there (`make generate` builds it) to check that manifests/base/rbac/role.yaml is up to date", bin)
 	out := t.TempDir()
 	cmd := exec.Command(bin, "rbac:roleName="+managerName, "paths=./pkg/...", "output:rbac:artifacts:config="+out)
 	cmd.Dir = repoRoot

@@ -20,6 +20,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // injectCAFrom is the annotation by which cert-manager's CA injector fills in
@@ -229,9 +231,8 @@ func TestGeneratedWebhooksUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there to check that manifests/base/webhook/manifests.yaml is up to date", bin)
-	}
+	_, err = os.Stat(bin)
+	prereq.Requiref(t, !errors.Is(err, fs.ErrNotExist), "controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there (`make generate` builds it) to check that manifests/base/webhook/manifests.yaml is up to date", bin)
 	out := t.TempDir()
 	cmd := exec.Command(bin, "webhook", "paths=./pkg/webhooks/...", "output:webhook:artifacts:config="+out)
 	cmd.Dir = repoRoot

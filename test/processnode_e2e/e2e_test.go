@@ -10,7 +10,8 @@
 // nvidia-smi (testdata/nvidia-smi) lists to the process node.
 //
 // Needs root, the local cluster binaries (make cluster-tools) and Debian's
-// python3-torch (make run installs it); skipped otherwise.
+// python3-torch (make run installs it); skipped otherwise, and failed under
+// CI=true (test/prereq).
 package processnode_e2e
 
 import (
@@ -41,6 +42,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
@@ -50,10 +52,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	skip := func(why string) {
-		fmt.Fprintln(os.Stderr, "processnode e2e: skipped:", why)
-		os.Exit(0)
-	}
 	wd, _ := os.Getwd()
 	var err error
 	if repo, err = cluster.FindRepoDir(wd); err != nil {
@@ -78,15 +76,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if len(missing) > 0 {
-		skip("local cluster binaries missing (run `make cluster-tools`): " + strings.Join(missing, ", "))
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root (the process node gives each pod its own namespaces)")
-	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		skip("/usr/bin/python3 cannot import torch (install Debian's python3-torch, as `make run` does)")
-	}
+	const suite = "processnode e2e"
+	prereq.MainRequire(suite, len(missing) == 0, "local cluster binaries missing (run `make cluster-tools`): "+strings.Join(missing, ", "))
+	prereq.MainRequire(suite, os.Geteuid() == 0, "needs root (the process node gives each pod its own namespaces): run the tests as root")
+	prereq.MainRequire(suite, exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil,
+		"/usr/bin/python3 cannot import torch (install Debian's python3-torch: run `make debian-packages`, as `make run` does)")
 	if c, err = e2eutil.UpCluster("processnode", o); err != nil {
 		fmt.Fprintln(os.Stderr, "processnode e2e:", err)
 		os.Exit(1)

@@ -24,6 +24,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // The initializer tests run Trainyard's initializer (cmd/trainyard-initializer)
@@ -303,12 +304,10 @@ func TestInitializerS3(t *testing.T) {
 func TestInitializerFileFashionMNIST(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); err != nil {
-		t.Skip("Debian's dataset-fashion-mnist is not installed (make run installs it)")
-	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import torchvision").Run(); err != nil {
-		t.Skip("/usr/bin/python3 cannot import torchvision (Debian's python3-torchvision; make run installs it)")
-	}
+	_, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+	prereq.Require(t, err == nil, "Debian's dataset-fashion-mnist is not installed: run `make debian-packages` (make run installs it too)")
+	prereq.Require(t, exec.Command("/usr/bin/python3", "-c", "import torchvision").Run() == nil,
+		"/usr/bin/python3 cannot import torchvision (Debian's python3-torchvision): run `make debian-packages` (make run installs it too)")
 	initializer, _ := buildInitializer(t)
 	rt := loadYAML(t, filepath.Join(repo, "examples", "fashion-mnist", "runtime.yaml"))
 	jobs, _, _ := unstructured.NestedSlice(rt.Object, "spec", "template", "spec", "replicatedJobs")

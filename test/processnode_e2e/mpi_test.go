@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // allreduce is the MPI program: every rank contributes rank+1 and prints the
@@ -33,13 +34,11 @@ print(f"MPI_RESULT rank={rank} size={size} sum={total} host={socket.gethostname(
 // allreduces across the ranks, one per node pod.
 func TestMPIAllreduce(t *testing.T) {
 	for _, p := range []string{"/usr/sbin/sshd", "/usr/bin/mpirun", "/usr/bin/ssh", "/usr/bin/ssh-keygen"} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("%s missing (install Debian's openssh-server and openmpi-bin, as `make debian-packages` does)", p)
-		}
+		_, err := os.Stat(p)
+		prereq.Requiref(t, err == nil, "%s missing (install Debian's openssh-server and openmpi-bin, as `make debian-packages` does)", p)
 	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import mpi4py").Run(); err != nil {
-		t.Skip("/usr/bin/python3 cannot import mpi4py (install Debian's python3-mpi4py)")
-	}
+	prereq.Require(t, exec.Command("/usr/bin/python3", "-c", "import mpi4py").Run() == nil,
+		"/usr/bin/python3 cannot import mpi4py (install Debian's python3-mpi4py, as `make debian-packages` does)")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "mpi-e2e", "allreduce"

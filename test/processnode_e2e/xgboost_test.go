@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var xgbResultRE = regexp.MustCompile(`XGBOOST_RESULT task=(\d+) rank=(\d+) world_size=(\d+) train_rows=(\d+) rounds=(\d+) first_logloss=([0-9.]+) final_logloss=([0-9.]+) accuracy=([0-9.]+)`)
@@ -26,9 +27,8 @@ var xgbResultRE = regexp.MustCompile(`XGBOOST_RESULT task=(\d+) rank=(\d+) world
 // Both must report the same final test logloss (one model), lower than after
 // the first round, and the TrainJob must be Complete with its jobsStatus.
 func TestXGBoost(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import xgboost, sklearn").Run(); err != nil {
-		t.Skip("/usr/bin/python3 cannot import xgboost and sklearn (Debian's python3-xgboost, python3-sklearn; make debian-packages)")
-	}
+	prereq.Require(t, exec.Command("/usr/bin/python3", "-c", "import xgboost, sklearn").Run() == nil,
+		"/usr/bin/python3 cannot import xgboost and sklearn (Debian's python3-xgboost, python3-sklearn): run `make debian-packages`")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const ns, job = "xgboost-e2e", "xgboost"

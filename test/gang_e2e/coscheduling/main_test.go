@@ -21,6 +21,7 @@ import (
 
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
@@ -56,8 +57,7 @@ func run(m *testing.M) int {
 	}
 	if len(missing) > 0 {
 		// `make test` builds them first; a bare `go test ./...` says why nothing ran.
-		fmt.Fprintf(os.Stderr, "coscheduling e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s\n", strings.Join(missing, ", "))
-		return 0
+		return prereq.MainMissing("coscheduling e2e", "local cluster binaries missing (run `make cluster-tools`): "+strings.Join(missing, ", "))
 	}
 	// The gang scheduler is built here, only for this suite (cached in bin/k8s:
 	// a warm build.sh costs nothing).

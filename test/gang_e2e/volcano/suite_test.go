@@ -23,6 +23,7 @@ import (
 
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
@@ -49,8 +50,7 @@ func run(m *testing.M) int {
 		Runtimes: []string{filepath.Join(repo, runtimeFile)}}
 	if missing, err := cluster.MissingBinaries(cluster.Options{}); err != nil || len(missing) > 0 {
 		// `make test` builds the cluster first; a bare `go test ./...` says why nothing ran.
-		fmt.Fprintf(os.Stderr, "volcano e2e: skipped, local cluster binaries missing (run `make cluster-tools`): %s %v\n", strings.Join(missing, ", "), err)
-		return 0
+		return prereq.MainMissing("volcano e2e", fmt.Sprintf("local cluster binaries missing (run `make cluster-tools`): %s %v", strings.Join(missing, ", "), err))
 	}
 	// Volcano is built only for the tests (and clusters) that use it; a
 	// warm build.sh costs nothing.

@@ -1,6 +1,7 @@
 // Package processnode runs pods through the process node agent (pkg/processnode)
 // against a real kube-apiserver and etcd: no scheduler, so the pods name the node.
-// Needs root (namespaces, veths, mounts); skipped otherwise.
+// Needs root (namespaces, veths, mounts); skipped otherwise, and failed under
+// CI=true (test/prereq).
 package processnode
 
 import (
@@ -33,6 +34,7 @@ import (
 
 	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/integration/framework"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 const nodeName = "pn-integration"
@@ -51,15 +53,11 @@ var (
 func TestMain(m *testing.M) {
 	// The agent starts this test binary as each pod's sandbox.
 	processnode.RunSandboxIfRequested()
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "processnode integration: skipped, needs root")
-		os.Exit(0)
-	}
+	const suite = "processnode integration"
+	prereq.MainRequire(suite, os.Geteuid() == 0, "needs root (the agent makes network namespaces and a bridge): run the tests as root")
 	for _, tool := range []string{"ip", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			fmt.Fprintf(os.Stderr, "processnode integration: skipped, %s not installed\n", tool)
-			os.Exit(0)
-		}
+		_, err := exec.LookPath(tool)
+		prereq.MainRequire(suite, err == nil, tool+" not installed (Debian's iproute2 and util-linux)")
 	}
 	os.Exit(run(m))
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
+	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // sshStrings splits SSH's wire form into its length-prefixed strings.
@@ -89,9 +90,7 @@ func TestFillSSHKeys(t *testing.T) {
 // key file, so ssh and sshd accept the pair.
 func TestSSHKeysReadByOpenSSH(t *testing.T) {
 	keygen, err := exec.LookPath("ssh-keygen")
-	if err != nil {
-		t.Skip("ssh-keygen not installed")
-	}
+	prereq.Require(t, err == nil, "ssh-keygen not installed (Debian's openssh-client; `make debian-packages` installs it)")
 	s := &corev1.Secret{}
 	if err := mpi.FillSSHKeys(s); err != nil {
 		t.Fatal(err)

@@ -208,13 +208,15 @@ func TestManagerClusterRole(t *testing.T) {
 		// children of the plan like the JobSet, so watched (get, list, watch;
 		// only Trainyard's own, by label) and created once.
 		permissions("", []string{"services"}, "get", "list", "watch", "create", "delete"),
-		// Runtime plugins' children (the Flux entrypoint ConfigMap and CURVE
-		// Secret, MPI's hostfile and SSH key, each TrainJob's <tj>-tls-config
-		// CA for the status server): created once or server-side applied,
-		// watched; the cache holds only Trainyard's own, by label. Never
-		// updated in place nor deleted: the garbage collector deletes them
-		// with their TrainJob.
-		permissions("", []string{"configmaps", "secrets"}, "get", "list", "watch", "create", "patch"),
+		// Runtime plugins' children (the Flux entrypoint ConfigMap, MPI's
+		// hostfile, each TrainJob's <tj>-tls-config CA for the status
+		// server): created once or server-side applied, watched; the cache
+		// holds only Trainyard's own, by label. Never updated in place nor
+		// deleted: the garbage collector deletes them with their TrainJob.
+		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch"),
+		// Their Secrets (Flux's CURVE key pair, MPI's SSH key) are only ever
+		// created, once: no patch.
+		permissions("", []string{"secrets"}, "get", "list", "watch", "create"),
 		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
 		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
 		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),

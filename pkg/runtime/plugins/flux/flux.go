@@ -6,7 +6,9 @@
 // pair is made at random for the TrainJob when its Secret is created.
 package flux
 
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// The CURVE Secret is created once and never patched (FillCurveCert).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 
 import (
 	"fmt"

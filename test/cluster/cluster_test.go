@@ -41,25 +41,9 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	c, err := Up(ctx, o)
-	if err != nil {
-		t.Fatalf("Up: %v", err)
-	}
+	c, down := upForTest(ctx, t, o)
 	t.Logf("Up took %s", time.Since(start).Round(100*time.Millisecond))
 	procs := c.Processes()
-	downDone := false
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range c.Processes() {
-				t.Logf("---- end of %s:\n%s", p.Log, tail(p.Log, 40))
-			}
-		}
-		if !downDone {
-			if err := c.Down(); err != nil {
-				t.Errorf("Down: %v", err)
-			}
-		}
-	})
 	logRSS(t, procs)
 
 	const ns = "smoke"
@@ -181,8 +165,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	downStart := time.Now()
-	downDone = true
-	if err := c.Down(); err != nil {
+	if err := down(); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
 	t.Logf("Down took %s", time.Since(downStart).Round(100*time.Millisecond))
@@ -204,6 +187,36 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // logRSS logs the resident memory of each component.
+// upForTest starts the cluster of o for a test. It is taken down when the test
+// ends unless the test did so itself with down (a Down that failed is tried
+// again); if the test failed, the end of every component's log is printed
+// first.
+func upForTest(ctx context.Context, t *testing.T, o Options) (c *Cluster, down func() error) {
+	t.Helper()
+	c, err := Up(ctx, o)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	downDone := false
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range c.Processes() {
+				t.Logf("---- end of %s:\n%s", p.Log, tail(p.Log, 40))
+			}
+		}
+		if !downDone {
+			if err := c.Down(); err != nil {
+				t.Errorf("Down: %v", err)
+			}
+		}
+	})
+	return c, func() error {
+		err := c.Down()
+		downDone = err == nil
+		return err
+	}
+}
+
 func logRSS(t *testing.T, procs []Process) {
 	var parts []string
 	total := 0

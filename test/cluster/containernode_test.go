@@ -54,23 +54,7 @@ func TestContainerNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	c, err := Up(ctx, o)
-	if err != nil {
-		t.Fatalf("Up: %v", err)
-	}
-	downDone := false
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range c.Processes() {
-				t.Logf("---- end of %s:\n%s", p.Log, tail(p.Log, 40))
-			}
-		}
-		if !downDone {
-			if err := c.Down(); err != nil {
-				t.Errorf("Down: %v", err)
-			}
-		}
-	})
+	c, down := upForTest(ctx, t, o)
 
 	// The image: testdata/hello, static, packed as an OCI archive.
 	dir := t.TempDir()
@@ -137,10 +121,9 @@ func TestContainerNode(t *testing.T) {
 		t.Errorf("kubectl logs: %q: the container sees the host's root", out)
 	}
 
-	if err := c.Down(); err != nil {
+	if err := down(); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
-	downDone = true
 	// Down leaves no container, bridge or cgroup behind.
 	if linkExists(containerBridge(o.StateDir, 0)) {
 		t.Errorf("bridge %s still exists after Down", containerBridge(o.StateDir, 0))

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
@@ -55,11 +54,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 	for _, s := range trainJobSeeds {
 		f.Add([]byte(s), []byte(trainJobSeeds[0]))
 	}
-	var spec trainer.TrainingRuntimeSpec
-	if err := yaml.Unmarshal([]byte(rttesting.FuzzRuntimeSpec), &spec); err != nil {
-		f.Fatal(err)
-	}
-	rt := &runtime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec}
+	rt := rttesting.FuzzRuntime()
 	fw, err := plugins.NewFramework()
 	if err != nil {
 		f.Fatal(err)

@@ -11,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/validation"
@@ -47,11 +45,7 @@ func FuzzDefaultTrainJob(f *testing.F) {
 		f.Add([]byte(s), []byte(defaultSeeds[(i+1)%len(defaultSeeds)]), int64(1_800_000_000))
 		f.Add([]byte(s), []byte(""), int64(0))
 	}
-	var spec trainer.TrainingRuntimeSpec
-	if err := yaml.Unmarshal([]byte(rttesting.FuzzRuntimeSpec), &spec); err != nil {
-		f.Fatal(err)
-	}
-	rt := &runtime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec}
+	rt := rttesting.FuzzRuntime()
 	fw, err := plugins.NewFramework()
 	if err != nil {
 		f.Fatal(err)

@@ -126,14 +126,20 @@ func (w *warnings) HandleWarningHeader(_ int, _, text string) {
 	w.msgs = append(w.msgs, text)
 }
 
-// Deprecated fields come back as admission warnings, which kubectl prints.
-func TestPyTorchJobDeprecationWarnings(t *testing.T) {
-	ns := newNamespace(t)
+// warningClient is a client whose requests' admission warnings rec collects.
+func warningClient(t *testing.T) (client.Client, *warnings) {
 	rec := &warnings{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = rec
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	require.NoError(t, err)
+	return c, rec
+}
+
+// Deprecated fields come back as admission warnings, which kubectl prints.
+func TestPyTorchJobDeprecationWarnings(t *testing.T) {
+	ns := newNamespace(t)
+	c, rec := warningClient(t)
 
 	require.NoError(t, c.Create(ctx(), pytorchJob(ns, "elastic", func(j *kubeflowv1.PyTorchJob) {
 		delete(j.Spec.PyTorchReplicaSpecs, "Master")
@@ -151,11 +157,7 @@ func TestPyTorchJobDeprecationWarnings(t *testing.T) {
 // every update.
 func TestPyTorchJobMetricsWarning(t *testing.T) {
 	ns := newNamespace(t)
-	rec := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = rec
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	require.NoError(t, err)
+	c, rec := warningClient(t)
 	const want = "spec.elasticPolicy.metrics is ignored: Trainyard creates no HorizontalPodAutoscaler, " +
 		"so the workers are not scaled by these metrics and stay at spec.pytorchReplicaSpecs[Worker].replicas"
 

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // A process node runs its pods as root on its host, with the host's files. On
@@ -50,7 +52,8 @@ func admit(cfg *Config, pod *corev1.Pod) error {
 		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
 			continue
 		}
-		if !tolerates(pod.Spec.Tolerations, t) {
+		// The scheduler's rule (comparison operators, an alpha feature, off).
+		if !corev1helpers.TolerationsTolerateTaint(logr.Discard(), pod.Spec.Tolerations, t, false) {
 			return &admissionError{ReasonTaintNotTolerated, fmt.Sprintf(
 				"node %s is a Trainyard process node (it runs pods as root on its host) and takes only pods that tolerate its taint %s; "+
 					"add to the pod's spec.tolerations {key: %s, operator: Exists, effect: %s}",
@@ -66,30 +69,6 @@ func admit(cfg *Config, pod *corev1.Pod) error {
 		}
 	}
 	return nil
-}
-
-// tolerates is the scheduler's rule for Equal and Exists tolerations: the
-// effect matches (or is empty), and the key and value match (Equal, the
-// default) or the key does (Exists; an empty key with Exists matches every
-// taint). Other operators tolerate nothing here.
-func tolerates(tolerations []corev1.Toleration, t *corev1.Taint) bool {
-	for _, tol := range tolerations {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key != "" && tol.Key != t.Key {
-			continue
-		}
-		switch tol.Operator {
-		case corev1.TolerationOpExists:
-			return true
-		case "", corev1.TolerationOpEqual:
-			if tol.Key != "" && tol.Value == t.Value {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func taintString(t *corev1.Taint) string {

@@ -354,7 +354,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 
 	// 4. The controllers, in parallel; each one's webhook configurations are
 	// registered only once its webhook server is up (they fail closed).
-	starters := []func(context.Context) error{c.startJobSet, c.startKueue, c.StartManager}
+	starters := []func(context.Context) error{c.startJobSet, c.startKueue}
+	if !c.o.ExternalManager {
+		starters = append(starters, c.StartManager)
+	}
 	if c.o.GangScheduler == GangSchedulerVolcano {
 		starters = append(starters, c.startVolcano)
 	}
@@ -377,10 +380,12 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 
 	// 5. Runtimes (validated by the manager's webhook), the users' roles, Ready
 	// nodes, default ServiceAccount.
-	if err := c.installUserRBAC(ctx); err != nil {
-		return nil, err
+	if !c.o.ExternalManager {
+		if err := c.installUserRBAC(ctx); err != nil {
+			return nil, err
+		}
+		c.installVersion(ctx)
 	}
-	c.installVersion(ctx)
 	for _, f := range c.o.Runtimes {
 		if err := c.ApplyFile(ctx, f); err != nil {
 			return nil, fmt.Errorf("installing runtime %s: %w", f, err)

@@ -14,7 +14,7 @@ func (c *Cluster) caBundle() ([]byte, error) { return os.ReadFile(c.pki.caCert()
 
 // renderCRDs reads JobSet's CRD (module zip), Kueue's CRDs (rendered with kustomize,
 // whose patches add the conversion webhook, rewritten to a loopback URL) and
-// Trainyard's.
+// Trainyard's (unless Options.ExternalManager).
 func (c *Cluster) renderCRDs(ctx context.Context) error {
 	ca, err := c.caBundle()
 	if err != nil {
@@ -36,9 +36,11 @@ func (c *Cluster) renderCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	trainyard, err := readYAMLFiles(filepath.Join(c.o.RepoDir, "manifests", "base", "crds"))
-	if err != nil {
-		return err
+	var trainyard []*unstructured.Unstructured
+	if !c.o.ExternalManager { // the chart or overlay under test brings them
+		if trainyard, err = readYAMLFiles(filepath.Join(c.o.RepoDir, "manifests", "base", "crds")); err != nil {
+			return err
+		}
 	}
 	c.crds = nil
 	for _, group := range [][]*unstructured.Unstructured{jobset, kueue, trainyard} {

@@ -51,6 +51,13 @@ type Options struct {
 	// and JobSet integrations (controller.groupKindConcurrency; Kueue's manifests set
 	// none for them, so each has one).
 	KueueConcurrency int
+	// ExternalManager runs no manager process: the cluster installs none of
+	// Trainyard (no CRDs, webhook configurations, runtimes, user roles or
+	// version ConfigMap), so that a test installs it as it is deployed (the
+	// chart or a kustomize overlay, the manager as a Deployment on container
+	// nodes: test/deployed_e2e). ManagerBinary, ManagerArgs, ManagerReplicas
+	// and Runtimes are then unused, and the manager's methods fail.
+	ExternalManager bool
 	// ManagerArgs are appended to the manager's command line.
 	ManagerArgs []string
 	// Runtimes are YAML files applied once the manager is ready; nil means
@@ -110,7 +117,9 @@ func Binaries(o Options) ([]string, error) {
 	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
 		bins = append(bins, filepath.Join(o.BinDir, b))
 	}
-	bins = append(bins, o.ManagerBinary)
+	if !o.ExternalManager {
+		bins = append(bins, o.ManagerBinary)
+	}
 	if o.GangScheduler == GangSchedulerVolcano {
 		bins = append(bins, volcanoBinaries(o)...)
 	}
@@ -197,6 +206,9 @@ func (o *Options) defaults() error {
 	}
 	if o.KueueFrameworks == nil {
 		o.KueueFrameworks = slices.Clone(DefaultKueueFrameworks)
+	}
+	if o.Runtimes == nil && o.ExternalManager {
+		o.Runtimes = []string{}
 	}
 	if o.Runtimes == nil {
 		rs, err := LocalRuntimes(o.RepoDir)

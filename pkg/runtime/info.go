@@ -34,7 +34,8 @@ type Info struct {
 	NumNodes int32
 
 	// QueueName is set when a queue (Kueue) manages the JobSet: it is created
-	// suspended, and the queue starts it.
+	// suspended, and the queue starts it. The gang plugin (Kueue) writes it,
+	// the JobSet plugin reads it; plugins share values only through Info.
 	QueueName string
 }
 

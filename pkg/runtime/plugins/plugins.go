@@ -5,6 +5,7 @@ package plugins
 import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
@@ -24,7 +25,7 @@ import (
 type Options struct {
 	// KueueMode says how Kueue is set up (default kueue.ModeTrainJob).
 	KueueMode kueue.Mode
-	// ClusterDomain is the cluster's DNS domain (default torch.DefaultClusterDomain):
+	// ClusterDomain is the cluster's DNS domain (default runtime.DefaultClusterDomain):
 	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
 	// brokers connect to each other by theirs.
 	ClusterDomain string
@@ -48,7 +49,7 @@ func Ordered(opts Options) []framework.Plugin {
 	}
 	domain := opts.ClusterDomain
 	if domain == "" {
-		domain = torch.DefaultClusterDomain
+		domain = runtime.DefaultClusterDomain
 	}
 	return []framework.Plugin{
 		resources.New(),

@@ -26,7 +26,6 @@ import (
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
 
 // Name of the plugin.
@@ -84,7 +83,7 @@ var (
 )
 
 // New returns the plugin for a cluster whose DNS domain is cluster.local.
-func New() *Flux { return &Flux{ClusterDomain: torch.DefaultClusterDomain} }
+func New() *Flux { return &Flux{ClusterDomain: runtime.DefaultClusterDomain} }
 
 // Name implements framework.Plugin.
 func (*Flux) Name() string { return Name }
@@ -239,13 +238,10 @@ func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 		return nil, nil
 	}
 	set := settings(c)
-	sub := job.Name
-	if n := info.Spec.Network; n != nil && n.Subdomain != "" {
-		sub = n.Subdomain
-	}
+	sub := info.Subdomain(job)
 	domain := f.ClusterDomain
 	if domain == "" {
-		domain = torch.DefaultClusterDomain
+		domain = runtime.DefaultClusterDomain
 	}
 	nodes := info.NumNodes
 	if rj := info.ReplicatedJob(NodeJob); rj != nil && NodeJob != info.TrainerJob {
@@ -259,7 +255,7 @@ func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 	scripts, err := renderScripts(scriptParams{
 		Job: job.Name, Namespace: job.Namespace, Subdomain: sub, ClusterDomain: domain,
 		Hostlist: hostlist, LeadHost: hostPrefix + "0", Nodes: nodes, Tasks: tasks(pol, job),
-		GPUs: torch.GPUs(c.Resources), NetworkDevice: set[EnvNetworkDevice], QueuePolicy: set[EnvQueuePolicy],
+		GPUs: runtime.GPUs(c.Resources), NetworkDevice: set[EnvNetworkDevice], QueuePolicy: set[EnvQueuePolicy],
 	})
 	if err != nil {
 		return nil, fmt.Errorf("flux entrypoint of TrainJob %s: %w", job.Name, err)

@@ -12,7 +12,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
 
 // Name of the plugin.
@@ -60,7 +59,7 @@ func (*JAX) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	for _, e := range []corev1.EnvVar{
 		{Name: EnvNumProcesses, Value: strconv.Itoa(int(info.NumNodes))},
 		runtime.CompletionIndexEnv(EnvProcessID),
-		{Name: EnvCoordinatorAddress, Value: torch.MasterAddr(info, job) + ":" + port},
+		{Name: EnvCoordinatorAddress, Value: info.MasterAddr(job) + ":" + port},
 	} {
 		if !user[e.Name] {
 			c.Env = runtime.UpsertEnv(c.Env, e)

@@ -28,7 +28,6 @@ import (
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 )
 
 // Name of the plugin.
@@ -241,7 +240,7 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		if c := info.Container(NodeJob, trainer.NodeContainer); c != nil {
 			c.Env = runtime.UpsertEnv(c.Env, t.Env...)
 			if t.ResourcesPerNode != nil {
-				c.Resources = resources.Merge(c.Resources, *t.ResourcesPerNode)
+				c.Resources = runtime.MergeResources(c.Resources, *t.ResourcesPerNode)
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -47,7 +46,7 @@ func (*Resources) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.E
 		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("runtime %s %q has no trainer %q container to put resources on",
 			info.Runtime.Kind, info.Runtime.Name, trainer.NodeContainer))}
 	}
-	merged := Merge(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
+	merged := runtime.MergeResources(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
 	var errs field.ErrorList
 	// Sorted, so that the same input always gives the same message (it ends up in
 	// a status condition; a changing message would rewrite status forever).
@@ -70,47 +69,6 @@ func (*Resources) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) err
 	if c == nil {
 		return field.Invalid(field.NewPath("spec", "trainer", "resourcesPerNode"), "", "runtime has no trainer container")
 	}
-	c.Resources = Merge(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
+	c.Resources = runtime.MergeResources(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
 	return nil
-}
-
-// Merge overlays override on base key by key (override wins), then gives every
-// resource that has a limit but no request a request equal to the limit. That is
-// what the API server would do for the pod anyway; doing it in the template keeps
-// GPU requests visible to quota systems such as Kueue, which read the template.
-func Merge(base, override corev1.ResourceRequirements) corev1.ResourceRequirements {
-	out := *base.DeepCopy()
-	if len(override.Requests) > 0 && out.Requests == nil {
-		out.Requests = corev1.ResourceList{}
-	}
-	for k, v := range override.Requests {
-		out.Requests[k] = v.DeepCopy()
-	}
-	if len(override.Limits) > 0 && out.Limits == nil {
-		out.Limits = corev1.ResourceList{}
-	}
-	for k, v := range override.Limits {
-		out.Limits[k] = v.DeepCopy()
-	}
-	for _, c := range override.Claims {
-		replaced := false
-		for i := range out.Claims {
-			if out.Claims[i].Name == c.Name {
-				out.Claims[i] = c
-				replaced = true
-			}
-		}
-		if !replaced {
-			out.Claims = append(out.Claims, c)
-		}
-	}
-	for k, v := range out.Limits {
-		if _, ok := out.Requests[k]; !ok {
-			if out.Requests == nil {
-				out.Requests = corev1.ResourceList{}
-			}
-			out.Requests[k] = v.DeepCopy()
-		}
-	}
-	return out
 }

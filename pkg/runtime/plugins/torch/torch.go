@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,7 +15,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
 )
 
 // Name of the plugin.
@@ -48,14 +46,10 @@ var reserved = []string{
 	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
 }
 
-// DefaultClusterDomain is the DNS domain of most clusters (the kubelet's
-// --cluster-domain, cluster DNS's zone).
-const DefaultClusterDomain = "cluster.local"
-
 // Torch is the plugin.
 type Torch struct {
 	// ClusterDomain is the cluster's DNS domain, part of the elastic rendezvous
-	// endpoint (see RdzvEndpoint); "" means DefaultClusterDomain.
+	// endpoint (see RdzvEndpoint); "" means runtime.DefaultClusterDomain.
 	ClusterDomain string
 }
 
@@ -65,8 +59,8 @@ var (
 	_ framework.PolicyClaimer  = (*Torch)(nil)
 )
 
-// New returns the plugin for a cluster whose DNS domain is DefaultClusterDomain.
-func New() *Torch { return &Torch{ClusterDomain: DefaultClusterDomain} }
+// New returns the plugin for a cluster whose DNS domain is runtime.DefaultClusterDomain.
+func New() *Torch { return &Torch{ClusterDomain: runtime.DefaultClusterDomain} }
 
 // Name implements framework.Plugin.
 func (*Torch) Name() string { return Name }
@@ -115,7 +109,7 @@ func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 	}
 	res := c.Resources
 	if job.Spec.Trainer != nil && job.Spec.Trainer.ResourcesPerNode != nil {
-		res = resources.Merge(res, *job.Spec.Trainer.ResourcesPerNode)
+		res = runtime.MergeResources(res, *job.Spec.Trainer.ResourcesPerNode)
 	}
 	if _, err := ProcPerNode(policy(info), job, res); err != nil {
 		var fe *field.Error
@@ -124,7 +118,7 @@ func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 		}
 	}
 	if IsTorchtune(job) {
-		errs = append(errs, validateTorchtune(info, job, GPUs(res))...)
+		errs = append(errs, validateTorchtune(info, job, runtime.GPUs(res))...)
 	}
 	return errs
 }
@@ -170,7 +164,7 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	} else {
 		env = append(env,
 			runtime.CompletionIndexEnv(EnvNodeRank),
-			corev1.EnvVar{Name: EnvMasterAddr, Value: MasterAddr(info, job)},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: info.MasterAddr(job)},
 			corev1.EnvVar{Name: EnvMasterPort, Value: port},
 		)
 	}
@@ -178,7 +172,7 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 		// tune run gets the rendezvous endpoint on its command line; the
 		// master variables would make torchrun rendezvous a second way.
 		c.Env = runtime.UpsertEnv(c.Env, env[:3]...)
-		c.Command = tuneCommand(info, job, GPUs(c.Resources))
+		c.Command = tuneCommand(info, job, runtime.GPUs(c.Resources))
 	} else {
 		c.Env = runtime.UpsertEnv(c.Env, env...)
 	}
@@ -213,17 +207,6 @@ func elasticBounds(ep *trainer.TorchElasticPolicy, numNodes int32) (int32, int32
 	return lo, hi
 }
 
-// MasterAddr is the DNS name of the trainer job's first pod: JobSet names pods
-// <jobset>-<replicated job>-<job index>-<pod index> and publishes them under the
-// JobSet's subdomain (the JobSet name unless the runtime sets one).
-func MasterAddr(info *runtime.Info, job *trainer.TrainJob) string {
-	sub := job.Name
-	if n := info.Spec.Network; n != nil && n.Subdomain != "" {
-		sub = n.Subdomain
-	}
-	return fmt.Sprintf("%s-%s-0-0.%s", job.Name, info.TrainerJob, sub)
-}
-
 // RdzvEndpoint is the host of an elastic job's c10d rendezvous: the fully
 // qualified name of the trainer job's first pod,
 // <MasterAddr>.<namespace>.svc.<cluster domain>.
@@ -244,9 +227,9 @@ func MasterAddr(info *runtime.Info, job *trainer.TrainJob) string {
 // recognises it, every pod resolves it.
 func RdzvEndpoint(info *runtime.Info, job *trainer.TrainJob, clusterDomain string) string {
 	if clusterDomain == "" {
-		clusterDomain = DefaultClusterDomain
+		clusterDomain = runtime.DefaultClusterDomain
 	}
-	return fmt.Sprintf("%s.%s.svc.%s", MasterAddr(info, job), job.Namespace, clusterDomain)
+	return fmt.Sprintf("%s.%s.svc.%s", info.MasterAddr(job), job.Namespace, clusterDomain)
 }
 
 // ProcPerNode resolves the processes per node. The TrainJob's value wins over the
@@ -269,7 +252,7 @@ func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res co
 	if v.Type == intstr.Int {
 		return strconv.Itoa(int(v.IntVal)), nil
 	}
-	gpus, cpus := GPUs(res), CPUs(res)
+	gpus, cpus := runtime.GPUs(res), CPUs(res)
 	switch v.StrVal {
 	case runtime.ProcAuto:
 		if gpus > 0 {
@@ -283,23 +266,6 @@ func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res co
 		return "", field.Invalid(path, v.StrVal, "the trainer node requests no GPUs (set resourcesPerNode with a GPU resource, or use an integer or auto)")
 	}
 	return strconv.FormatInt(gpus, 10), nil
-}
-
-// GPUs counts the GPUs of a container: resources whose name ends in "gpu" (such as
-// nvidia.com/gpu or amd.com/gpu), from limits, else requests.
-func GPUs(res corev1.ResourceRequirements) int64 {
-	var n int64
-	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
-		for name, q := range list {
-			if strings.HasSuffix(string(name), "gpu") {
-				n += q.Value()
-			}
-		}
-		if n > 0 {
-			return n
-		}
-	}
-	return 0
 }
 
 // CPUs counts whole CPUs (rounded up) from the request, else the limit; 0 when neither is set.

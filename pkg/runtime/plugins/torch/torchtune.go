@@ -140,7 +140,7 @@ func tuneCommand(info *runtime.Info, job *trainer.TrainJob, gpus int64) []string
 
 	cmd := []string{"tune", "run"}
 	if info.NumNodes > 1 || procs > 1 || (procs == 0 && gpus > 1) {
-		cmd = append(cmd, fmt.Sprintf("--rdzv_endpoint=%s:%s", MasterAddr(info, job), strconv.Itoa(int(trainer.ContainerTrainerPort))))
+		cmd = append(cmd, fmt.Sprintf("--rdzv_endpoint=%s:%s", info.MasterAddr(job), strconv.Itoa(int(trainer.ContainerTrainerPort))))
 	}
 	var recipe, suffix string
 	switch {

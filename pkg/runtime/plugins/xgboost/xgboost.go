@@ -13,7 +13,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
 )
 
 // Name of the plugin.
@@ -84,9 +83,9 @@ func (*XGBoost) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	if c == nil {
 		return fmt.Errorf("xgboost runtime %q has no trainer %q container", info.Runtime.Name, trainer.NodeContainer)
 	}
-	perNode := max(torch.GPUs(c.Resources), 1)
+	perNode := max(runtime.GPUs(c.Resources), 1)
 	c.Env = runtime.UpsertEnv(c.Env,
-		corev1.EnvVar{Name: EnvTrackerURI, Value: torch.MasterAddr(info, job)},
+		corev1.EnvVar{Name: EnvTrackerURI, Value: info.MasterAddr(job)},
 		corev1.EnvVar{Name: EnvTrackerPort, Value: strconv.Itoa(int(trainer.ContainerTrainerPort))},
 		runtime.CompletionIndexEnv(EnvTaskID),
 		corev1.EnvVar{Name: EnvNumWorker, Value: strconv.FormatInt(int64(info.NumNodes)*perNode, 10)},

@@ -307,6 +307,12 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := <-prepErr; err != nil {
 		return nil, err
 	}
+	if c.o.Bare {
+		if err := c.upBare(ctx); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	kcm, err := c.sup.start(ControllerManager, c.controllerManagerArgs(), false)
 	if err != nil {
 		return nil, err

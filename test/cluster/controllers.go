@@ -47,6 +47,10 @@ func (c *Cluster) StartManager(ctx context.Context) error {
 	if err := c.StartManagerReplica(ctx, 0); err != nil {
 		return err
 	}
+	if c.o.Bare {
+		c.progress("trainyard-manager ready (no webhooks)")
+		return nil
+	}
 	if err := c.applyWebhookConfigs(ctx, Manager); err != nil {
 		return err
 	}

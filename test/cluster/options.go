@@ -94,6 +94,12 @@ type Options struct {
 	// ManagerReplicas is the number of manager replicas (default 1), all with
 	// leader election; see ManagerReplica. More than one needs Detach false.
 	ManagerReplicas int
+	// Bare runs only etcd, the API server, the CRDs and the manager, with its
+	// webhooks off: no kube-controller-manager, scheduler, kwok nodes, JobSet,
+	// Kueue or webhook configurations. Nothing runs pods or deletes what a
+	// namespace holds; it measures the manager against the API server alone
+	// (make bench's -bare variant). Pass --enable-webhooks=false in ManagerArgs.
+	Bare bool
 	// GangScheduler also starts a gang scheduler (GangSchedulerVolcano, ...); "" none.
 	GangScheduler string
 	// ReadyTimeout bounds the wait for each component; default 3 minutes.

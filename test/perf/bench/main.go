@@ -52,7 +52,10 @@ type config struct {
 	manager             string
 	goBench             string
 	suspend             bool
-	profile             time.Duration
+	// bare runs the cluster without webhooks or other controllers
+	// (cluster.Options.Bare): nothing runs the JobSets.
+	bare    bool
+	profile time.Duration
 }
 
 func main() {
@@ -73,23 +76,27 @@ func main() {
 	flag.StringVar(&cfg.manager, "manager", "", "manager binary (default bin/trainyard-manager), to compare two builds in one session; name it trainyard-manager (e.g. /tmp/before/trainyard-manager): the audit counts find the manager by its user agent, which is the binary's name")
 	flag.StringVar(&cfg.label, "label", "", "name of this run in the report (default: the git commit)")
 	flag.BoolVar(&cfg.suspend, "suspend", false, "submit the TrainJobs suspended: JobSets are created, no pods run (for scale points beyond what kwok runs on this machine); the jobs are not waited for")
+	flag.BoolVar(&cfg.bare, "bare", false, "a bare API server: no webhooks (the manager's are off), no kube-controller-manager, scheduler, kwok, JobSet or Kueue; the pair and trainyard phases (default) measure JobSet creation and the first status write alone, to compare the manager with the pair client without anyone else's work in the way")
 	flag.DurationVar(&cfg.profile, "profile", 0, "CPU-profile the API server and the manager for this long from the start of each phase's burst, into -out (profile-PHASE-{apiserver,manager}.pprof, and the top functions in .pprof.txt); 0: off")
 	flag.StringVar(&cfg.goBench, "go-bench", "", "output of go test -bench to include in the report")
 	flag.Parse()
-	if cfg.suspend && !flagSet("phases") {
+	if (cfg.suspend || cfg.bare) && !flagSet("phases") {
 		// Suspended jobs are the scale points (10k, 50k): the pair limit and
 		// Trainyard's rate, not the phases that need the jobs to run.
 		phases = suspendedPhases
 	}
 	cfg.phases = strings.Split(phases, ",")
 	cfg.managerArgs = strings.Fields(managerArgs)
+	if cfg.bare {
+		cfg.managerArgs = append(cfg.managerArgs, "--enable-webhooks=false")
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-// suspendedPhases are the phases of a -suspend run unless -phases says.
+// suspendedPhases are the phases of a -suspend or -bare run unless -phases says.
 const suspendedPhases = "pair,trainyard"
 
 // flagSet tells whether the command line set the flag name.
@@ -113,6 +120,9 @@ func run(cfg config) error {
 	// Room for every pod of a phase at once: 500 pods per kwok node.
 	pods := cfg.n * cfg.nodesPerJob
 	nodes := max(2, (pods*3/2+499)/500)
+	if cfg.bare {
+		nodes = 0
+	}
 	wd, _ := os.Getwd()
 	repo, err := cluster.FindRepoDir(wd)
 	if err != nil {
@@ -133,6 +143,7 @@ func run(cfg config) error {
 		AuditLog:         true,
 		Profiling:        cfg.profile > 0,
 		DisableQPSLimits: true,
+		Bare:             cfg.bare,
 		Runtimes:         []string{filepath.Join(repo, "runtimes", "torch-distributed.yaml")},
 		ManagerArgs:      cfg.managerArgs,
 		ManagerBinary:    cfg.manager,
@@ -157,7 +168,7 @@ func run(cfg config) error {
 	}
 	res := Result{
 		Label: cfg.label, Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, NodesPerJob: cfg.nodesPerJob,
-		Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond, KwokNodes: nodes, Suspended: cfg.suspend, ManagerArgs: cfg.managerArgs, KueueConcurrency: cfg.kueueConcurrency, Machine: machine(),
+		Workers: cfg.load.Workers, PerSecond: cfg.load.PerSecond, KwokNodes: nodes, Suspended: cfg.suspend, Bare: cfg.bare, ManagerArgs: cfg.managerArgs, KueueConcurrency: cfg.kueueConcurrency, Machine: machine(),
 	}
 	if res.Label == "" {
 		res.Label = gitCommit(repo)

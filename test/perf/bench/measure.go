@@ -152,8 +152,8 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	logf("phase %s: all JobSets exist after %.2fs; waiting for the jobs to finish", phase, ph.AllJobSetsSeconds)
 
 	wait := 30 * time.Minute
-	if b.cfg.suspend {
-		wait = 0 // suspended jobs never run
+	if b.cfg.suspend || b.cfg.bare {
+		wait = 0 // suspended jobs never run, nor any job on a bare API server
 	}
 	wctx, cancel = context.WithTimeout(ctx, wait)
 	jobsets.WaitFor(wctx, names, harness.IsRunning)
@@ -176,6 +176,10 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 	done := harness.IsFinished
 	if b.cfg.suspend && !clientOnly(phase) {
 		wait, done = 30*time.Minute, func(s *harness.Seen) bool { return slices.Contains(s.Conditions, "Suspended") }
+	}
+	if b.cfg.bare && !clientOnly(phase) {
+		// On a bare API server a job's end is its first status write.
+		wait, done = 30*time.Minute, func(s *harness.Seen) bool { return len(s.Phases) > 0 }
 	}
 	wctx, cancel = context.WithTimeout(ctx, wait)
 	n = finished.WaitFor(wctx, names, done)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
@@ -237,6 +238,16 @@ func (b *bench) localQueue(ctx context.Context, ns, name string) error {
 func (b *bench) cleanup(ctx context.Context, phase, ns string) {
 	if phase == b.cfg.phases[len(b.cfg.phases)-1] {
 		logf("phase %s is the last: its namespace %s goes with the cluster", phase, ns)
+		return
+	}
+	if b.cfg.bare {
+		// No namespace controller: delete the phase's objects themselves, so
+		// that the next phase starts with an empty cache.
+		for _, l := range []client.Object{&trainer.TrainJob{}, &jobsetv1alpha2.JobSet{}} {
+			if err := b.cli.DeleteAllOf(ctx, l, client.InNamespace(ns)); err != nil {
+				logf("%s phase cleanup: %v", phase, err)
+			}
+		}
 		return
 	}
 	if err := b.deleteNamespace(ctx, ns); err != nil {

@@ -20,6 +20,7 @@ type Result struct {
 	PerSecond   float64  `json:"perSecond,omitempty"` // submissions paced to this rate (0: unpaced)
 	KwokNodes   int      `json:"kwokNodes"`
 	Suspended   bool     `json:"suspended,omitempty"` // TrainJobs submitted suspended: no pods ran
+	Bare        bool     `json:"bare,omitempty"`      // bare API server: no webhooks, no other controllers, no pods
 	ManagerArgs []string `json:"managerArgs,omitempty"`
 	// KueueConcurrency is the workers of Kueue's TrainJob and JobSet
 	// integrations (0: Kueue's default, one).
@@ -145,6 +146,9 @@ func (r *Result) Markdown() string {
 		r.Label, r.Date[:10], r.Machine, r.N, r.NodesPerJob, r.Workers, pace(r.PerSecond), r.KwokNodes)
 	if r.Suspended {
 		b.WriteString(" TrainJobs submitted **suspended** (JobSets created, no pods run; not waited for).")
+	}
+	if r.Bare {
+		b.WriteString(" **Bare** API server: no webhooks, no other controllers (JobSets created, never run; a TrainJob is done at its first status write).")
 	}
 	if r.KueueConcurrency > 0 {
 		fmt.Fprintf(&b, " Kueue's TrainJob and JobSet integrations with %d workers each.", r.KueueConcurrency)

@@ -110,6 +110,8 @@ type Cluster struct {
 
 	replicas []replicaPorts // manager replicas' ports; [0] is Manager's
 	proxy    net.Listener   // the webhook proxy, with more than one replica
+
+	nodeIP string // with container nodes: the host's default-route IP, theirs and the API server's
 }
 
 // Kubeconfig returns the path of the admin kubeconfig (StateDir/kubeconfig).
@@ -184,7 +186,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if len(missing) > 0 {
 		fix := "run `make cluster-tools`"
 		if o.ContainerNodes > 0 {
-			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet`"
+			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet kube-proxy coredns`"
 		}
 		return nil, fmt.Errorf("cluster: missing binaries (%s): %s", fix, strings.Join(missing, ", "))
 	}
@@ -256,6 +258,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 	}()
 
+	if err := c.prepareContainerNodes(); err != nil {
+		return nil, err
+	}
 	if err := c.pki.generate(); err != nil {
 		return nil, fmt.Errorf("generating PKI: %w", err)
 	}

@@ -33,32 +33,42 @@ func (c *Cluster) etcdArgs() []string {
 }
 
 func (c *Cluster) apiserverArgs() []string {
-	args := []string{c.bin(APIServer),
-		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
-		// Since Kubernetes 1.37 the endpoint reconcilers refuse a loopback
-		// address for the default/kubernetes Service's endpoints; nothing on
-		// this host-only cluster uses them (clients dial 127.0.0.1 directly).
-		"--endpoint-reconciler-type=none",
+	args := []string{c.bin(APIServer)}
+	if c.nodeIP == "" {
+		args = append(args, "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
+			// Since Kubernetes 1.37 the endpoint reconcilers refuse a loopback
+			// address for the default/kubernetes Service's endpoints; nothing on
+			// this host-only cluster uses them (clients dial 127.0.0.1 directly).
+			"--endpoint-reconciler-type=none")
+	} else {
+		// Container nodes: pods reach the API server through the
+		// default/kubernetes Service (10.0.0.1:443, in-cluster config), whose
+		// endpoints the lease reconciler keeps at the node IP; kube-proxy
+		// forwards to it. It listens on every address, so that the host's
+		// clients keep dialling 127.0.0.1 (client certificates or tokens on all).
+		args = append(args, "--advertise-address="+c.nodeIP, "--bind-address=0.0.0.0")
+	}
+	args = append(args,
 		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
-		"--etcd-servers=http://" + loopback(c.ports.EtcdClient),
-		"--tls-cert-file=" + c.pki.apiserverCert(), "--tls-private-key-file=" + c.pki.apiserverKey(),
-		"--client-ca-file=" + c.pki.caCert(),
+		"--etcd-servers=http://"+loopback(c.ports.EtcdClient),
+		"--tls-cert-file="+c.pki.apiserverCert(), "--tls-private-key-file="+c.pki.apiserverKey(),
+		"--client-ca-file="+c.pki.caCert(),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + c.pki.saPub(),
-		"--service-account-signing-key-file=" + c.pki.saKey(),
+		"--service-account-key-file="+c.pki.saPub(),
+		"--service-account-signing-key-file="+c.pki.saKey(),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
-		"--cert-dir=" + filepath.Join(c.o.StateDir, "certs", "apiserver"),
+		"--cert-dir="+filepath.Join(c.o.StateDir, "certs", "apiserver"),
 		fmt.Sprintf("--profiling=%t", c.o.Profiling),
 		// kubectl logs/-f reach the process nodes' kubelet API at their InternalIP
 		// (127.0.0.1) with this client certificate, and check their serving
 		// certificate against the cluster CA.
 		"--kubelet-preferred-address-types=InternalIP",
-		"--kubelet-client-certificate=" + c.pki.kubeletClientCert(),
-		"--kubelet-client-key=" + c.pki.kubeletClientKey(),
-		"--kubelet-certificate-authority=" + c.pki.caCert(),
-	}
+		"--kubelet-client-certificate="+c.pki.kubeletClientCert(),
+		"--kubelet-client-key="+c.pki.kubeletClientKey(),
+		"--kubelet-certificate-authority="+c.pki.caCert(),
+	)
 	if c.o.AuditLog {
 		// The default (blocking) mode: no event is dropped under a burst.
 		args = append(args, "--audit-policy-file="+c.auditPolicyFile(), "--audit-log-path="+c.AuditLogFile(),

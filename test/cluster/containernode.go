@@ -123,16 +123,7 @@ func (c *Cluster) startContainerNodes(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	if n > 250 {
-		return errors.New("at most 250 container nodes")
-	}
-	if errs := ContainerNodePrerequisites(); len(errs) > 0 {
-		return fmt.Errorf("container nodes: %w", errors.Join(errs...))
-	}
-	ip, err := hostIP()
-	if err != nil {
-		return fmt.Errorf("container nodes: %w", err)
-	}
+	ip := c.nodeIP
 	pauseBin := filepath.Join(c.o.StateDir, "container-nodes", "pause")
 	pauseTar := pauseBin + ".tar"
 	if err := BuildStaticBinary(ctx, c.o.RepoDir, "./test/cluster/cmd/pause", pauseBin); err != nil {
@@ -182,7 +173,7 @@ func (c *Cluster) startContainerNodes(ctx context.Context) error {
 		}
 		c.progress("container node %s: containerd and kubelet up (kubelet API %s:%d)", ContainerNodeName(i), ip, node.kubeletPort)
 	}
-	return nil
+	return c.startClusterNetwork(ctx)
 }
 
 func (c *Cluster) kubeletArgs(i int, node containerNode) []string {

@@ -109,7 +109,8 @@ func unescapeMount(s string) string {
 // cleanupContainerNodes removes what the container nodes of stateDir left on
 // the host once their containerd and kubelet are gone: the containers
 // (runc delete --force), their shims, the pods' network namespaces, every
-// mount under the nodes' directories, the bridges and the cgroup roots. It
+// mount under the nodes' directories, the bridges, the cgroup roots and the
+// cluster network's iptables rules (cleanupClusterNetwork). It
 // does nothing for a cluster without container nodes.
 func cleanupContainerNodes(stateDir string) error {
 	entries, err := os.ReadDir(filepath.Join(stateDir, "container-nodes"))
@@ -124,6 +125,7 @@ func cleanupContainerNodes(stateDir string) error {
 		}
 		errs = append(errs, cleanupContainerNode(stateDir, i))
 	}
+	errs = append(errs, cleanupClusterNetwork(stateDir))
 	return errors.Join(errs...)
 }
 

@@ -38,7 +38,7 @@ func TestContainerNode(t *testing.T) {
 		t.Fatal("container nodes need root")
 	}
 	for _, step := range [][]string{
-		{filepath.Join(o.RepoDir, "test", "tools", "build.sh"), o.BinDir, Kubelet},
+		{filepath.Join(o.RepoDir, "test", "tools", "build.sh"), o.BinDir, Kubelet, KubeProxy, CoreDNS},
 		{filepath.Join(o.RepoDir, ContainerNodePackagesScript)},
 	} {
 		cmd := exec.Command(step[0], step[1:]...)

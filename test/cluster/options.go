@@ -35,8 +35,10 @@ type Options struct {
 	ProcessNodes int
 	// ContainerNodes is the number of container nodes (container-node-0, …):
 	// real kubelets, each with its own containerd, whose pods run in real
-	// containers (containernode.go). They need bin/k8s/kubelet
-	// (test/tools/build.sh kubelet) and the packages of
+	// containers (containernode.go), with kube-proxy and CoreDNS for the
+	// host (containernode_network.go). They need bin/k8s/kubelet, kube-proxy
+	// and coredns (test/tools/build.sh bin/k8s kubelet kube-proxy coredns)
+	// and the packages of
 	// test/tools/container-node-packages.sh. Default 0.
 	ContainerNodes int
 	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
@@ -136,7 +138,7 @@ func Binaries(o Options) ([]string, error) {
 		bins = append(bins, o.ProcessNodeBinary)
 	}
 	if o.ContainerNodes > 0 {
-		bins = append(bins, filepath.Join(o.BinDir, Kubelet))
+		bins = append(bins, filepath.Join(o.BinDir, Kubelet), filepath.Join(o.BinDir, KubeProxy), filepath.Join(o.BinDir, CoreDNS))
 	}
 	return bins, nil
 }

@@ -22,6 +22,9 @@ import (
 // state directory.
 type pki struct {
 	dir string
+	// apiserverIPs are more addresses of the API server's serving certificate:
+	// with container nodes, the host IP that pods reach it on.
+	apiserverIPs []net.IP
 }
 
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
@@ -112,7 +115,7 @@ func (p pki) generate() error {
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1)}
 	if err := leaf(p.apiserverCert(), p.apiserverKey(), pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		append(loopback, net.IPv4(10, 0, 0, 1))); err != nil {
+		append(append(loopback, net.IPv4(10, 0, 0, 1)), p.apiserverIPs...)); err != nil {
 		return fmt.Errorf("apiserver certificate: %w", err)
 	}
 	if err := leaf(p.adminCert(), p.adminKey(), pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},

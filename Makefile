@@ -28,6 +28,8 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 VERSION           ?= $(shell git describe --tags --always --dirty 2>/dev/null || cat VERSION 2>/dev/null || echo dev)
 GIT_COMMIT        ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# TRAINING_IMAGES=false: make images builds only the manager's and the initializer's.
+TRAINING_IMAGES   ?= true
 BUILD_DATE        ?= $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/trainyard/trainyard/pkg/version
 LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).GitCommit=$(GIT_COMMIT) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
@@ -59,9 +61,9 @@ build: ## Build the manager and the trainyard CLI (docs/cli.md; also as the kube
 	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
 
 .PHONY: images
-images: ## Build the manager's and the initializer's images without docker (test/images): OCI archives bin/images/<name>.oci.tar tagged trainyard.local/<name>:$(VERSION), reproducible (SOURCE_DATE_EPOCH); rebuilt only when their inputs change.
+images: ## Build the images without docker (test/images): the manager's and the initializer's (trainyard.local/<name>:$(VERSION), reproducible) and the training images torch, mpi, xgboost (trainyard.local/<name>:bookworm; root, debootstrap); OCI archives bin/images/<name>.oci.tar, rebuilt only when their inputs change. TRAINING_IMAGES=false leaves the training images out.
 	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-images ./test/images/cmd/trainyard-images
-	$(BIN)/trainyard-images -out $(BIN)/images -version $(VERSION) -commit $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) -ldflags "$(LDFLAGS)"
+	$(BIN)/trainyard-images -out $(BIN)/images -version $(VERSION) -commit $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) -ldflags "$(LDFLAGS)" -training=$(TRAINING_IMAGES)
 
 .PHONY: debian-packages
 debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.
@@ -111,9 +113,18 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 ##@ Test
 
 .PHONY: test
-test: verify-generated vet cluster-tools helm debian-packages ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster, and a short fuzz pass.
+test: verify-generated vet cluster-tools helm debian-packages deployed-tools ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster (kwok, process and container nodes; the chart as deployed), and a short fuzz pass.
 	go test -timeout 40m $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
+
+.PHONY: deployed-tools
+deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet and kube-proxy, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
+	test/tools/build.sh $(K8S_BIN) kubelet kube-proxy
+	@$(CURDIR)/test/tools/container-node-packages.sh
+
+.PHONY: e2e-deployed
+e2e-deployed: deployed-tools ## Run Trainyard as deployed (test/deployed_e2e): the Helm chart installed with bin/helm and the image of make images on a local cluster of container nodes, no manager process; training, upgrade, uninstall, the standalone overlay.
+	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/deployed_e2e/
 
 .PHONY: test-unit
 test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one).

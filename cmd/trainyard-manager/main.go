@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -16,20 +15,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	rtpkg "github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
 	"github.com/trainyard/trainyard/pkg/version"
 )
 
@@ -47,23 +42,22 @@ func run() error {
 		pprofAddr   = flag.String("pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling (plain HTTP, unauthenticated: bind it to localhost; empty: off)")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
-		concurrency = flag.Int("trainjob-concurrency", 20, "TrainJobs reconciled in parallel")
-		statusDelay = flag.Duration("status-write-delay", time.Second, "how long a TrainJob's change of phase, reason or condition may wait to be written with the next changes (0: each at once)")
-		countsDelay = flag.Duration("counts-write-delay", 10*time.Second, "how long a TrainJob's change of counts only (the JobSet's job counts, the message that counts nodes) may wait to be written; any other change carries it earlier")
 		qps         = flag.Float64("kube-api-qps", 500, "client requests per second to the API server")
 		burst       = flag.Int("kube-api-burst", 1000, "client burst of requests to the API server")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the admission webhook server")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server binds to (default: all)")
-		kueueMode   = flag.String("kueue-mode", string(kueue.ModeTrainJob), "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
 		domain      = flag.String("cluster-domain", rtpkg.DefaultClusterDomain, "the cluster's DNS domain (the kubelets' --cluster-domain): elastic torch TrainJobs rendezvous at node 0's fully qualified name, <pod host>.<subdomain>.<namespace>.svc.<domain>")
-		gangSched   = flag.String("gang-scheduler-name", "", "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
-		pytorchJobs = flag.Bool("enable-pytorchjob", true, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD)")
 		showVersion = version.RegisterFlag(flag.CommandLine)
 		wh          = webhookOptions{}
 		status      = statusOptions{}
 		leader      = leaderOptions{}
 		memory      = memoryOptions{}
 	)
+	// Each job kind's own settings (--trainjob-concurrency, --kueue-mode,
+	// --enable-pytorchjob, --gang-scheduler-name, ...).
+	trainJobs := trainjob.NewKind()
+	kinds := controller.Kinds(trainJobs)
+	jobframework.BindFlags(flag.CommandLine, kinds)
 	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
 	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
 	flag.StringVar(&metricsCfg.CertDir, "metrics-cert-dir", "", "directory of tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
@@ -96,17 +90,9 @@ func run() error {
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(trainer.AddToScheme(scheme))
-	utilruntime.Must(kubeflowv1.AddToScheme(scheme))
-	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
 	utilruntime.Must(kueueapi.AddToScheme(scheme))
-	mode, err := kueue.ParseMode(*kueueMode)
-	if err != nil {
+	if err := jobframework.AddToScheme(scheme, kinds); err != nil {
 		return err
-	}
-	gs, err := legacy.ParseGangScheduler(*gangSched)
-	if err != nil {
-		return fmt.Errorf("--gang-scheduler-name: %w", err)
 	}
 	if errs := validation.IsDNS1123Subdomain(*domain); len(errs) > 0 {
 		return fmt.Errorf("--cluster-domain %q: %s", *domain, strings.Join(errs, "; "))
@@ -149,25 +135,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fw, err := plugins.NewFramework(plugins.Options{KueueMode: mode, ClusterDomain: *domain, Progress: progressCfg})
-	if err != nil {
-		return fmt.Errorf("registering plugins: %w", err)
+	trainJobs.Plugins.ClusterDomain, trainJobs.Plugins.Progress = *domain, progressCfg
+	// The manager's endpoint serves controller-runtime's registry.
+	m := jobframework.NewManager(mgr, crmetrics.Registry)
+	if err := metrics.RegisterBuildInfo(m.Metrics); err != nil {
+		return err
 	}
-	log.Info("Runtime plugins", "order", fw.Names())
-	metrics.Register(mgr.GetClient())
-	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: *concurrency,
-		Delays: controller.Delays{StatusDelay: *statusDelay, CountsDelay: *countsDelay}}); err != nil {
-		return fmt.Errorf("setting up the TrainJob controller: %w", err)
-	}
-	if *pytorchJobs {
-		if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: *concurrency, GangScheduler: gs}); err != nil {
-			return fmt.Errorf("setting up the PyTorchJob controller: %w", err)
-		}
+	if err := jobframework.SetupControllers(m, kinds); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	webhooksReady, err := setupWebhooks(mgr, fw, wh)
+	webhooksReady, err := setupWebhooks(m, kinds, wh)
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,8 @@ import (
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/webhooks"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 )
 
 // Names the webhook manifests (manifests/base/webhook) use.
@@ -65,7 +63,8 @@ func certRotator(o webhookOptions, ready chan struct{}) *rotator.CertRotator {
 // serving certificate in the (pre-existing) Secret, injects the CA into the
 // webhook configurations, and rotates both before they expire; the kubelet
 // projects that Secret into certDir (a volume), which cert-controller waits for.
-func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) (ready func(*http.Request) error, err error) {
+func setupWebhooks(m *jobframework.Manager, kinds []jobframework.Kind, o webhookOptions) (ready func(*http.Request) error, err error) {
+	mgr := m.Manager
 	if !o.enabled {
 		return func(*http.Request) error { return nil }, nil
 	}
@@ -90,7 +89,7 @@ func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework, o webhookOptions) 
 	setupErr := make(chan error, 1)
 	go func() {
 		<-certsReady
-		setupErr <- webhooks.Setup(mgr, fw)
+		setupErr <- jobframework.SetupWebhooks(m, kinds)
 	}()
 	var failed error
 	return func(req *http.Request) error {

@@ -12,11 +12,9 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
-// Setup registers every webhook with the manager's webhook server. The
-// PyTorchJob webhooks are registered only when the cluster serves
-// pytorchjobs.kubeflow.org, as the PyTorchJob controller is; the manager's
-// scheme must then include kubeflow.org/v1.
-func Setup(mgr ctrl.Manager, fw *framework.Framework) error {
+// SetupTrainJob registers the TrainJob webhooks and those of both runtime
+// kinds with the manager's webhook server (the TrainJob kind's webhooks).
+func SetupTrainJob(mgr ctrl.Manager, fw *framework.Framework) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
 		WithDefaulter(&TrainJobDefaulter{Clock: clock.RealClock{}}).
 		WithValidator(&TrainJobValidator{Client: liveOnMiss{Reader: mgr.GetClient(), live: mgr.GetAPIReader()}, Framework: fw}).
@@ -29,6 +27,13 @@ func Setup(mgr ctrl.Manager, fw *framework.Framework) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).WithValidator(ClusterTrainingRuntimeValidator{Framework: fw}).Complete(); err != nil {
 		return fmt.Errorf("ClusterTrainingRuntime webhook: %w", err)
 	}
+	return nil
+}
+
+// SetupPyTorchJob registers the PyTorchJob webhooks, only when the cluster
+// serves pytorchjobs.kubeflow.org, as the PyTorchJob controller is; the
+// manager's scheme must then include kubeflow.org/v1.
+func SetupPyTorchJob(mgr ctrl.Manager) error {
 	served, err := legacy.Served(mgr.GetRESTMapper())
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +86,8 @@ func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
 // when Kueue is installed, Kueue's Workloads. A child kind the cluster does
 // not serve is logged and left unwatched; a job whose plan needs it gets a
 // clear status error instead of running without it.
-func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
+func SetupWithManager(m *Manager, cfg Config) (*Reconciler, error) {
+	mgr := m.Manager
 	log := ctrl.Log.WithName("setup").WithValues("controller", cfg.Name)
 	r := &Reconciler{
 		adapter: cfg.Adapter,
@@ -125,7 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 			notServed[gvk.GroupKind()] = true
 			continue
 		}
-		if err := indexOnce(mgr, kind, ownerIndex, controllerUID); err != nil {
+		if err := m.indexOnce(kind, ownerIndex, controllerUID); err != nil {
 			return nil, fmt.Errorf("indexing %s by owner: %w", gvk.Kind, err)
 		}
 		r.kinds = append(r.kinds, gvk)
@@ -133,12 +133,12 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		b = b.Watches(kind, lowPriority(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), job, handler.OnlyControllerOwner())))
 	}
 	r.syncer = &childsync.Syncer{Client: r.client, FieldOwner: FieldOwner, Served: func(gk schema.GroupKind) bool { return !notServed[gk] }}
-	if err := indexOnce(mgr, &corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
+	if err := m.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
 		return nil, fmt.Errorf("indexing pods by JobSet: %w", err)
 	}
 	b = b.Watches(&corev1.Pod{}, lowPriority(handler.EnqueueRequestsFromMapFunc(PodToJob)), builder.WithPredicates(podChanged))
 	if r.kueue {
-		if err := indexOnce(mgr, &kueue.Workload{}, workloadJobIndex, workloadJobUID); err != nil {
+		if err := m.indexOnce(&kueue.Workload{}, workloadJobIndex, workloadJobUID); err != nil {
 			return nil, fmt.Errorf("indexing Kueue workloads: %w", err)
 		}
 		b = b.Watches(&kueue.Workload{}, lowPriority(handler.EnqueueRequestsFromMapFunc(WorkloadToJob(mgr.GetClient(), job))))
@@ -167,31 +167,6 @@ func PodToJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
-}
-
-var (
-	indexMu sync.Mutex
-	indexed = map[string]bool{}
-)
-
-// indexOnce registers a cache index once per manager: the controllers of
-// several job kinds share the pod, JobSet and Workload indexes.
-func indexOnce(mgr ctrl.Manager, obj client.Object, name string, fn client.IndexerFunc) error {
-	gvk, err := mgr.GetClient().GroupVersionKindFor(obj)
-	if err != nil {
-		return err
-	}
-	key := fmt.Sprintf("%p/%s/%s", mgr, gvk, name)
-	indexMu.Lock()
-	defer indexMu.Unlock()
-	if indexed[key] {
-		return nil
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, name, fn); err != nil {
-		return err
-	}
-	indexed[key] = true
-	return nil
 }
 
 // WorkloadToJob maps a Kueue Workload to its job: the owner is the job

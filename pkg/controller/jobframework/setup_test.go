@@ -110,16 +110,17 @@ func TestServed(t *testing.T) {
 
 func TestIndexOnce(t *testing.T) {
 	m1, m2 := newFakeManager(t), newFakeManager(t)
+	w1, w2 := NewManager(m1, nil), NewManager(m2, nil)
 	for range 2 {
-		if err := indexOnce(m1, &corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
+		if err := w1.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := indexOnce(m1, &corev1.ConfigMap{}, ownerIndex, controllerUID); err != nil {
+	if err := w1.indexOnce(&corev1.ConfigMap{}, ownerIndex, controllerUID); err != nil {
 		t.Fatal(err)
 	}
 	// Another manager has its own indexes.
-	if err := indexOnce(m2, &corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
+	if err := w2.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"*v1.Pod " + podJobSetIndex, "*v1.ConfigMap " + ownerIndex}, m1.indexer.calls); diff != "" {
@@ -132,11 +133,12 @@ func TestIndexOnce(t *testing.T) {
 	// A failed registration is tried again.
 	m3 := newFakeManager(t)
 	m3.indexer.err = errBoom
-	if err := indexOnce(m3, &corev1.Pod{}, podJobSetIndex, jobSetName); !errors.Is(err, errBoom) {
+	w3 := NewManager(m3, nil)
+	if err := w3.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); !errors.Is(err, errBoom) {
 		t.Fatalf("indexOnce error %v, want %v", err, errBoom)
 	}
 	m3.indexer.err = nil
-	if err := indexOnce(m3, &corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
+	if err := w3.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(m3.indexer.calls); got != 2 {
@@ -144,7 +146,7 @@ func TestIndexOnce(t *testing.T) {
 	}
 
 	// A kind the scheme does not know cannot be indexed.
-	if err := indexOnce(m3, &unknownKind{}, ownerIndex, controllerUID); err == nil {
+	if err := w3.indexOnce(&unknownKind{}, ownerIndex, controllerUID); err == nil {
 		t.Error("indexOnce of an unknown kind: no error")
 	}
 }
@@ -208,7 +210,7 @@ func TestSetupWithManagerErrors(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := SetupWithManager(tc.mgr(t), Config{Adapter: &fakeAdapter{}, Owns: tc.owns, Name: "test"})
+			_, err := SetupWithManager(NewManager(tc.mgr(t), nil), Config{Adapter: &fakeAdapter{}, Owns: tc.owns, Name: "test"})
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("SetupWithManager error %v, want %q", err, tc.wantErr)
 			}

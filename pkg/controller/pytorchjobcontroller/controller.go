@@ -18,6 +18,7 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -51,6 +52,8 @@ type Adapter struct {
 	Framework *framework.Framework
 	// GangScheduler is the gang scheduler of every PyTorchJob (none when "").
 	GangScheduler legacy.GangScheduler
+	// Metrics are the manager's PyTorchJob metrics (nil: none recorded).
+	Metrics *metrics.PyTorchJob
 }
 
 var _ jobframework.Adapter = Adapter{}

@@ -1,16 +1,21 @@
 package pytorchjobcontroller
 
 import (
+	"flag"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // Options tune the PyTorchJob controller.
@@ -24,14 +29,79 @@ type Options struct {
 	GangScheduler legacy.GangScheduler
 }
 
+// Kind is the PyTorchJob job kind (jobframework.Kind). Its settings are its
+// own flags: --enable-pytorchjob, --pytorchjob-concurrency and v1's
+// --gang-scheduler-name.
+type Kind struct {
+	Options
+	enabled   bool
+	gangSched string
+}
+
+var _ jobframework.Kind = (*Kind)(nil)
+
+// NewKind returns the PyTorchJob kind with its defaults: enabled, 20 jobs at once, no gang.
+func NewKind() *Kind { return &Kind{Options: Options{MaxConcurrentReconciles: 20}, enabled: true} }
+
+// Name implements jobframework.Kind.
+func (*Kind) Name() string { return "pytorchjob" }
+
+// AddToScheme implements jobframework.Kind.
+func (*Kind) AddToScheme(s *k8sruntime.Scheme) error {
+	if err := kubeflowv1.AddToScheme(s); err != nil {
+		return err
+	}
+	return jobsetv1alpha2.AddToScheme(s)
+}
+
+// BindFlags implements jobframework.Kind.
+func (k *Kind) BindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&k.enabled, "enable-pytorchjob", k.enabled, "run legacy kubeflow.org/v1 PyTorchJobs (needs the pytorchjobs.kubeflow.org CRD); false registers no PyTorchJob controller, webhook or metric")
+	fs.IntVar(&k.MaxConcurrentReconciles, "pytorchjob-concurrency", k.MaxConcurrentReconciles, "PyTorchJobs reconciled in parallel")
+	fs.StringVar(&k.gangSched, "gang-scheduler-name", k.gangSched, "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
+}
+
+// SetEnabled turns the kind on or off, as --enable-pytorchjob does.
+func (k *Kind) SetEnabled(on bool) { k.enabled = on }
+
+// Enabled implements jobframework.Kind.
+func (k *Kind) Enabled() bool { return k.enabled }
+
+// Owned implements jobframework.Kind.
+func (*Kind) Owned() []client.Object { return legacy.Owned() }
+
+// SetupWithManager implements jobframework.Kind.
+func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
+	if k.gangSched != "" {
+		gs, err := legacy.ParseGangScheduler(k.gangSched)
+		if err != nil {
+			return fmt.Errorf("--gang-scheduler-name: %w", err)
+		}
+		k.GangScheduler = gs
+	}
+	pm := metrics.NewPyTorchJob()
+	if err := pm.Register(m.Metrics); err != nil {
+		return err
+	}
+	return setup(m, k.Options, pm)
+}
+
+// SetupWebhooks implements jobframework.Kind.
+func (*Kind) SetupWebhooks(m *jobframework.Manager) error { return webhooks.SetupPyTorchJob(m.Manager) }
+
 // SetupWithManager registers the PyTorchJob controller on the generic
-// reconciler. The manager's scheme must include kubeflow.org/v1
+// reconciler, with opts, on a manager of its own (see Kind for the
+// manager's kinds). The manager's scheme must include kubeflow.org/v1
 // (apis/kubeflow/v1.AddToScheme).
-//
-// Without the pytorchjobs.kubeflow.org CRD the controller is not started (and
-// says so), so that installing Trainyard without it keeps TrainJobs working.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	served, err := legacy.Served(mgr.GetRESTMapper())
+	return setup(jobframework.NewManager(mgr, nil), opts, nil)
+}
+
+// setup registers the controller. Without the pytorchjobs.kubeflow.org CRD
+// the controller is not started (and says so), so that installing Trainyard
+// without it keeps TrainJobs working.
+func setup(m *jobframework.Manager, opts Options, pm *metrics.PyTorchJob) error {
+	served, err := legacy.Served(m.GetRESTMapper())
 	if err != nil {
 		return err
 	}
@@ -43,9 +113,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("registering PyTorchJob plugins: %w", err)
 	}
-	_, err = jobframework.SetupWithManager(mgr, jobframework.Config{
+	_, err = jobframework.SetupWithManager(m, jobframework.Config{
 		Options: jobframework.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, Clock: opts.Clock},
-		Adapter: Adapter{Framework: fw, GangScheduler: opts.GangScheduler},
+		Adapter: Adapter{Framework: fw, GangScheduler: opts.GangScheduler, Metrics: pm},
 		Owns:    fw.Owns(),
 		Name:    "pytorchjob",
 	})
@@ -53,10 +123,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 }
 
 // recordTransitions counts the conditions that are True now and were not before.
-func recordTransitions(old, cur *kubeflowv1.JobStatus) {
+func recordTransitions(m *metrics.PyTorchJob, old, cur *kubeflowv1.JobStatus) {
 	for _, c := range cur.Conditions {
 		if c.Status == corev1.ConditionTrue && !legacy.IsTrue(old, c.Type) {
-			metrics.PyTorchJobConditionTransitions.WithLabelValues(string(c.Type)).Inc()
+			m.ConditionTrue(string(c.Type))
 		}
 	}
 }

@@ -35,14 +35,14 @@ func (p *pass) event(kind, reason, action, format string, args ...any) {
 
 // Status implements jobframework.Adapter. Input the user must fix fails the
 // job (v1 rejected it at admission, so it never ran); API errors are retried.
-func (Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
+func (a Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
 	job := o.(*kubeflowv1.PyTorchJob)
 	updated := job.DeepCopy()
 	p := &pass{job: job, status: &updated.Status, now: passTime(now)}
 	p.out.Job = updated
 	p.run(obs, sync)
 	old, cur := job.Status.DeepCopy(), p.status.DeepCopy()
-	p.out.Record = func() { recordTransitions(old, cur) }
+	p.out.Record = func() { recordTransitions(a.Metrics, old, cur) }
 	return p.out
 }
 

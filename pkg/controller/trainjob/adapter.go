@@ -13,6 +13,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
@@ -28,6 +29,8 @@ import (
 // Adapter is the TrainJob kind.
 type Adapter struct {
 	Framework *framework.Framework
+	// Metrics are the manager's TrainJob metrics (nil: none recorded).
+	Metrics *metrics.TrainJob
 }
 
 var _ jobframework.Adapter = (*Adapter)(nil)

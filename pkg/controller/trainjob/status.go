@@ -26,11 +26,12 @@ import (
 
 // pass collects what one Status call decides.
 type pass struct {
-	job    *trainer.TrainJob
-	status *trainer.TrainJobStatus
-	now    time.Time
-	out    jobframework.Outcome
-	record []func()
+	job     *trainer.TrainJob
+	status  *trainer.TrainJobStatus
+	now     time.Time
+	out     jobframework.Outcome
+	record  []func()
+	metrics *metrics.TrainJob
 	// recheck: the build failed on a lookup, so look again after LookupRecheck.
 	recheck bool
 	// syncEvents and syncRecords are how many of the events and metrics say
@@ -57,7 +58,7 @@ func (p *pass) setCondition(t string, s metav1.ConditionStatus, reason, msg stri
 func (p *pass) createdFalse(reason, evReason, action string, err error) {
 	if p.setCondition(trainer.TrainJobCreated, metav1.ConditionFalse, reason, err.Error()) {
 		p.event(corev1.EventTypeWarning, evReason, action, "%v", err)
-		p.record = append(p.record, func() { metrics.Errors.WithLabelValues(reason).Inc() })
+		p.record = append(p.record, func() { p.metrics.Error(reason) })
 	}
 }
 
@@ -68,7 +69,7 @@ func (p *pass) createdFalse(reason, evReason, action string, err error) {
 func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
 	job := o.(*trainer.TrainJob)
 	updated := job.DeepCopy()
-	p := &pass{job: job, status: &updated.Status, now: now}
+	p := &pass{job: job, status: &updated.Status, now: now, metrics: a.Metrics}
 	p.out.Job = updated
 	a.status(p, obs, sync)
 	p.out.CountsOnly = countsOnly(&job.Status, p.status)
@@ -79,7 +80,7 @@ func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewo
 		p.out.DeferStatus, p.out.DeferFor = true, KueueWriteGrace
 	}
 	if oldPhase, newPhase := job.Status.Phase, p.status.Phase; newPhase != oldPhase {
-		p.record = append(p.record, func() { metrics.Transitions.WithLabelValues(string(newPhase)).Inc() })
+		p.record = append(p.record, func() { p.metrics.Transition(string(newPhase)) })
 	}
 	// A deferred status tells only what syncing did (the JobSet's creation):
 	// events and metrics that follow from the status change (Suspended) come
@@ -163,7 +164,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	if status.Phase == trainer.TrainJobRunning && job.Status.Phase != trainer.TrainJobRunning {
 		p.event(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
 		pending := now.Sub(pendingSince(job, status)).Seconds()
-		p.record = append(p.record, func() { metrics.TimePending.Observe(pending) })
+		p.record = append(p.record, func() { p.metrics.TimePending(pending) })
 	}
 
 	switch at, ok := deadline(job, status); {
@@ -201,7 +202,7 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 			p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
 			p.out.DeferStatus = true
 			since := p.now.Sub(job.CreationTimestamp.Time).Seconds()
-			p.record = append(p.record, func() { metrics.TimeToJobSet.Observe(since) })
+			p.record = append(p.record, func() { p.metrics.TimeToJobSet(since) })
 		case childsync.Recreated:
 			p.event(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
 		case childsync.Updated:

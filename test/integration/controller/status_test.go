@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -20,6 +22,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
 // kubectlGet returns what `kubectl get trainjob NAME -o wide` prints, as
@@ -187,7 +190,21 @@ func TestMetrics(t *testing.T) {
 	applyFile(t, ns, "runtimes/torch-distributed.yaml")
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "measured", nil)))
 	waitJobSet(t, ns, "measured")
-	families, err := crmetrics.Registry.Gather()
+	// An error, so that the manager's registry counts one (it is the
+	// registry of this manager only).
+	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "no-runtime", func(j *trainer.TrainJob) { j.Spec.RuntimeRef.Name = "missing" })))
+	framework.Eventually(t, func() error {
+		var j trainer.TrainJob
+		if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "no-runtime"}, &j); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(j.Status.Conditions, trainer.TrainJobCreated); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("no Created=False yet")
+		}
+		return nil
+	})
+	// controller-runtime's own metrics are in its process-wide registry.
+	families, err := prometheus.Gatherers{crmetrics.Registry, env.Metrics}.Gather()
 	require.NoError(t, err)
 	byName := map[string]*dto.MetricFamily{}
 	for _, f := range families {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -37,11 +38,11 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
-	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	rtframework "github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
-	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // Timeouts for Eventually-style waits.
@@ -50,15 +51,16 @@ const (
 	Interval = 100 * time.Millisecond
 )
 
-// registerMetrics: the metrics registry is process-wide; managers come and go,
-// so the by-phase collector reads through the direct client.
-var registerMetrics sync.Once
-
 // Env is a running test control plane.
 type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *k8sruntime.Scheme
+	// Manager is the manager StartManager last started (its Metrics are
+	// that manager's registry).
+	Manager *jobframework.Manager
+	// Metrics is the registry of that manager's metrics.
+	Metrics *prometheus.Registry
 
 	env      *envtest.Environment
 	webhooks bool
@@ -223,6 +225,13 @@ type ManagerOptions struct {
 	// ExtraPlugins run after Trainyard's own (test-only plugins); nil means
 	// the Env's ExtraPlugins.
 	ExtraPlugins []rtframework.Plugin
+	// ExtraKinds are job kinds beyond Trainyard's own (test-only kinds),
+	// set up after them.
+	ExtraKinds []jobframework.Kind
+	// Kinds, when set, changes Trainyard's own kinds (the TrainJob kind's
+	// options are the test's) before the manager is set up: to disable one,
+	// or set its flags.
+	Kinds func([]jobframework.Kind)
 }
 
 // StartManager runs Trainyard's manager in-process until StopManager or Stop.
@@ -235,7 +244,21 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if opts.ExtraPlugins == nil {
 		opts.ExtraPlugins = e.ExtraPlugins
 	}
-	cacheOpts, err := controller.CacheOptions(e.Config, e.Scheme, extraOwned(opts.ExtraPlugins)...)
+	tj := trainjob.NewKind()
+	tj.Options = jobframework.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}
+	tj.Plugins.KueueMode = opts.KueueMode
+	tj.ExtraPlugins = opts.ExtraPlugins
+	kinds := controller.Kinds(tj)
+	for _, k := range kinds {
+		if pj, ok := k.(*pytorchjobcontroller.Kind); ok {
+			pj.MaxConcurrentReconciles, pj.Clock = 4, opts.Clock
+		}
+	}
+	if opts.Kinds != nil {
+		opts.Kinds(kinds)
+	}
+	kinds = append(kinds, opts.ExtraKinds...)
+	cacheOpts, err := controller.CacheOptionsFor(e.Config, e.Scheme, append(jobframework.Owned(kinds), extraOwned(opts.ExtraPlugins)...))
 	if err != nil {
 		return err
 	}
@@ -255,19 +278,19 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	fw, err := rtframework.New(append(plugins.Ordered(plugins.Options{KueueMode: opts.KueueMode}), opts.ExtraPlugins...)...)
-	if err != nil {
-		return err
-	}
+	// Each manager has its own registry: nothing is shared across the
+	// managers a test starts and stops.
+	reg := prometheus.NewRegistry()
+	m := jobframework.NewManager(mgr, reg)
 	if e.webhooks {
-		if err := webhooks.Setup(mgr, fw); err != nil {
+		if err := jobframework.SetupWebhooks(m, kinds); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}
 	}
-	registerMetrics.Do(func() { metrics.Register(e.Client) })
-	if err := controller.SetupWithManager(mgr, fw, controller.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}); err != nil {
+	if err := jobframework.SetupControllers(m, kinds); err != nil {
 		return err
 	}
+	e.Manager, e.Metrics = m, reg
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

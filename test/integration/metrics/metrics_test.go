@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainyard/trainyard/pkg/metrics"
@@ -122,7 +123,11 @@ func TestSecureMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics.Register(mgr.GetClient())
+	// The endpoint serves controller-runtime's registry, where the manager
+	// registers its kinds' metrics (this test runs one manager).
+	if err := metrics.NewTrainJob(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
+		t.Fatal(err)
+	}
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,138 @@
+package jobframework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Kind is one job kind of the manager, with everything it brings: its API
+// types, its own settings (flags named after it), the child kinds its plans
+// have, its controller, its webhooks and its metrics. pkg/controller.Kinds
+// lists the kinds: a new one is a package implementing Kind plus one line
+// there.
+type Kind interface {
+	// Name names the kind in flags and logs, lower case ("pytorchjob").
+	Name() string
+	// AddToScheme adds the kind's API types to the manager's scheme.
+	AddToScheme(s *k8sruntime.Scheme) error
+	// BindFlags adds the kind's own settings to fs, each named after the
+	// kind (--<name>-concurrency, ...), so that no setting of one kind
+	// reaches another.
+	BindFlags(fs *flag.FlagSet)
+	// Enabled says whether the manager runs the kind. A disabled kind
+	// registers nothing: no controller, no webhook, no metric.
+	Enabled() bool
+	// Owned lists the child kinds its plans may have, whatever its
+	// settings (the manager's cache settings are made before the manager).
+	Owned() []client.Object
+	// SetupWithManager registers the kind's controller and metrics.
+	SetupWithManager(m *Manager) error
+	// SetupWebhooks registers the kind's admission webhooks (none: nil).
+	SetupWebhooks(m *Manager) error
+}
+
+// Manager is a controller-runtime manager with what the job kinds share on
+// it: the Prometheus registry their metrics go to, and the cache indexes
+// already registered (the controllers of several kinds index the same pods,
+// JobSets and Workloads, and a second registration of an index fails). It
+// belongs to one manager: nothing is kept across managers.
+type Manager struct {
+	ctrl.Manager
+	// Metrics is where the kinds register their metrics (the manager's
+	// endpoint serves controller-runtime's registry; tests pass their own).
+	Metrics prometheus.Registerer
+
+	mu      sync.Mutex
+	indexed map[string]bool
+}
+
+// NewManager wraps mgr; metrics nil means a registry of its own that nothing
+// serves.
+func NewManager(mgr ctrl.Manager, metrics prometheus.Registerer) *Manager {
+	if metrics == nil {
+		metrics = prometheus.NewRegistry()
+	}
+	return &Manager{Manager: mgr, Metrics: metrics, indexed: map[string]bool{}}
+}
+
+// indexOnce registers a cache index once on this manager.
+func (m *Manager) indexOnce(obj client.Object, name string, fn client.IndexerFunc) error {
+	gvk, err := m.GetClient().GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	key := gvk.String() + "/" + name
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.indexed[key] {
+		return nil
+	}
+	if err := m.GetFieldIndexer().IndexField(context.Background(), obj, name, fn); err != nil {
+		return err
+	}
+	m.indexed[key] = true
+	return nil
+}
+
+// AddToScheme adds the API types of every kind, enabled or not (a disabled
+// kind's objects may still be children or owners the cache decodes).
+func AddToScheme(s *k8sruntime.Scheme, kinds []Kind) error {
+	for _, k := range kinds {
+		if err := k.AddToScheme(s); err != nil {
+			return fmt.Errorf("adding %s's types to the scheme: %w", k.Name(), err)
+		}
+	}
+	return nil
+}
+
+// BindFlags adds every kind's settings to fs.
+func BindFlags(fs *flag.FlagSet, kinds []Kind) {
+	for _, k := range kinds {
+		k.BindFlags(fs)
+	}
+}
+
+// Owned lists the child kinds of the enabled kinds.
+func Owned(kinds []Kind) []client.Object {
+	var out []client.Object
+	for _, k := range kinds {
+		if k.Enabled() {
+			out = append(out, k.Owned()...)
+		}
+	}
+	return out
+}
+
+// SetupControllers registers the controller of every enabled kind, in order.
+func SetupControllers(m *Manager, kinds []Kind) error {
+	for _, k := range kinds {
+		if !k.Enabled() {
+			ctrl.Log.WithName("setup").Info("Job kind disabled: no controller, webhook or metric", "kind", k.Name())
+			continue
+		}
+		if err := k.SetupWithManager(m); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", k.Name(), err)
+		}
+	}
+	return nil
+}
+
+// SetupWebhooks registers the webhooks of every enabled kind, in order.
+func SetupWebhooks(m *Manager, kinds []Kind) error {
+	for _, k := range kinds {
+		if !k.Enabled() {
+			continue
+		}
+		if err := k.SetupWebhooks(m); err != nil {
+			return fmt.Errorf("%s webhooks: %w", k.Name(), err)
+		}
+	}
+	return nil
+}

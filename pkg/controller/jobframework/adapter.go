@@ -82,11 +82,15 @@ type Patch struct {
 	Data   []byte
 }
 
-// Outcome is what a pass decided.
+// Outcome is what a kind's status step decided about the job: its new
+// status, the events that follow from the change, what to delete and patch,
+// and when to look again. When the status is written, what syncing did is
+// told, metrics are recorded and errors retried is the framework's (Decide).
 type Outcome struct {
-	// Job is a copy of the job with its new status.
+	// Job is a copy of the job with its new status (nil: nothing to write).
 	Job client.Object
-	// Events go out once the status is written.
+	// Events follow from the status change; they go out once it is written
+	// (a held or deferred change sends them from the pass that writes it).
 	Events []Event
 	// Delete lists objects to delete (with a UID precondition), in order: a
 	// JobSet past its deadline, pods by cleanPodPolicy, the job itself past
@@ -96,33 +100,37 @@ type Outcome struct {
 	Patches []Patch
 	// Requeue asks for a pass after this long (0: only on events).
 	Requeue time.Duration
-	// DeferStatus leaves the status write to the next pass: the one the new
-	// JobSet's creation event brings, so that under a burst of submissions
-	// new jobs get their JobSets first; or the one another controller's next
-	// write of the job brings (DeferFor). Patches and deletions wait with the
-	// status. What syncing did is still told (SyncEvents, SyncRecord):
-	// nothing else would tell it.
-	DeferStatus bool
-	// DeferFor bounds DeferStatus: the status is deferred at most this long
-	// from the first pass that deferred it; a pass after that writes it.
-	// Zero: no bound (the pass that is waited for is certain to come).
-	DeferFor time.Duration
-	// SyncEvents is how many of Events, the first ones, say what syncing
-	// did; the others follow from the status change, and a deferred status
-	// sends them when it is written.
-	SyncEvents int
-	// SyncRecord is called instead of Record when the status is deferred:
-	// the metrics of what syncing did.
-	SyncRecord func()
-	// Retry is a transient error: the status is written, then the pass is
-	// retried with backoff.
-	Retry error
-	// Record is called once the status is written (the pass's metrics,
-	// SyncRecord's included).
-	Record func()
-	// CountsOnly says that the status changed in counts only (counts no
-	// kubectl get column shows, such as the JobSet's job counts, and the
-	// message that says them): the write may wait longer for the next
-	// transition (Delays.CountsDelay).
-	CountsOnly bool
 }
+
+// What a kind may add to the framework's rules, each an optional interface of
+// its Adapter (as Kueue's jobframework does it).
+type (
+	// SyncEventer is a kind with events of its own about what syncing did
+	// (a PyTorchJob's warnings when its JobSet is created). They go out with
+	// the framework's (JobSetCreated, ...), from the pass that synced.
+	SyncEventer interface {
+		SyncEvents(job client.Object, sync Sync) []Event
+	}
+	// CountsJudge is a kind whose status has counts that may be written late:
+	// CountsOnly reports that updated differs from old in such counts only,
+	// so the write may wait Delays.CountsDelay.
+	CountsJudge interface {
+		CountsOnly(old, updated client.Object) bool
+	}
+	// Deferrer is a kind whose status write may have to wait for another
+	// controller that is between two writes of the job (Kueue starting a
+	// TrainJob): DeferStatus says for at most how long (0: no wait).
+	Deferrer interface {
+		DeferStatus(old, updated client.Object) time.Duration
+	}
+	// Recorder is a kind with metrics. RecordSync is called by every pass
+	// that gets past its status step, whether it writes the status or defers
+	// it; RecordStatus once the status is written (or found unchanged):
+	// updated is the Outcome's Job, nil when it has none. Metrics of a
+	// change follow from old and updated, so a held change is counted once,
+	// by the pass that writes it.
+	Recorder interface {
+		RecordSync(job client.Object, sync Sync, now time.Time)
+		RecordStatus(old, updated client.Object, now time.Time)
+	}
+)

@@ -14,7 +14,7 @@ import (
 // from Pending to Complete, most of them a count moving by one a moment
 // before the next. Holding a change for a short while lets the transitions
 // of one moment go out as one write: a change of phase, reason or condition
-// waits at most Options.StatusDelay, a change of counts only (Outcome.
+// waits at most Options.StatusDelay, a change of counts only (Decision.
 // CountsOnly) at most Options.CountsDelay, and the write goes out when the
 // first of the waiting changes is due, carrying all of them.
 //
@@ -26,7 +26,7 @@ import (
 // that holds it asks to be requeued when it is due, and that pass writes
 // whatever the status is then. The memory is lost with the process; a
 // restarted manager sees the change again and waits once more, no longer.
-// The same memory bounds a deferred status (Outcome.DeferFor, deferStatus):
+// The same memory bounds a deferred status (Decision.DeferFor, deferStatus):
 // a pass that defers it even though it acted still has a due time.
 type held struct {
 	mu  sync.Mutex
@@ -60,7 +60,7 @@ func (h *held) done(key types.NamespacedName) {
 // holdStatus decides whether this pass's status write waits, and for how
 // long (0: write now). It waits when the status changed, the pass did
 // nothing else that must be acted on at once, and the change is not due yet.
-func (r *Reconciler) holdStatus(key types.NamespacedName, job client.Object, out Outcome, sync Sync) time.Duration {
+func (r *Reconciler) holdStatus(key types.NamespacedName, job client.Object, out Decision, sync Sync) time.Duration {
 	if out.Job == nil || statusEqual(job, out.Job) {
 		r.held.done(key)
 		return 0
@@ -79,14 +79,18 @@ func (r *Reconciler) holdStatus(key types.NamespacedName, job client.Object, out
 }
 
 // deferStatus reports whether this pass leaves the status to a later one
-// (Outcome.DeferStatus) and, for a bounded deferral, how long until the bound:
-// a deferral that has lasted Outcome.DeferFor since its first pass is over,
+// (Decision.Defer) and, for a bounded deferral, how long until the bound:
+// a deferral that has lasted Decision.DeferFor since its first pass is over,
 // and this pass writes.
-func (r *Reconciler) deferStatus(key types.NamespacedName, out Outcome) (bool, time.Duration) {
-	if !out.DeferStatus {
+func (r *Reconciler) deferStatus(key types.NamespacedName, out Decision) (bool, time.Duration) {
+	if !out.Defer {
 		return false, 0
 	}
 	if out.DeferFor <= 0 {
+		// Left to the pass a child's creation event brings: that pass writes
+		// at once (its change is due now), so that a new job costs two
+		// passes, not a third one after StatusDelay.
+		r.held.wait(key, r.wall.Now(), 0)
 		return true, 0
 	}
 	wait := r.held.wait(key, r.wall.Now(), out.DeferFor)

@@ -18,13 +18,12 @@ import (
 
 // phaseTo is an outcome that sets the job's phase and sends one event named
 // after it; counts marks it a change of counts only.
-func phaseTo(phase trainer.TrainJobPhase, counts bool, mutate ...func(*Outcome)) func(client.Object, *observe.Observed, Sync, *opLog) Outcome {
-	return func(job client.Object, _ *observe.Observed, _ Sync, log *opLog) Outcome {
+func phaseTo(phase trainer.TrainJobPhase, counts bool, mutate ...func(*Decision)) func(client.Object, *observe.Observed, Sync, *opLog) Decision {
+	return func(job client.Object, _ *observe.Observed, _ Sync, _ *opLog) Decision {
 		j := job.DeepCopyObject().(*trainer.TrainJob)
 		j.Status.Phase = phase
-		out := Outcome{Job: j, CountsOnly: counts,
-			Events: []Event{{Type: "Normal", Reason: string(phase), Action: "A", Message: "m"}},
-			Record: func() { log.add("record") }, SyncRecord: func() { log.add("sync record") }}
+		out := Decision{CountsOnly: counts, Outcome: Outcome{Job: j,
+			Events: []Event{{Type: "Normal", Reason: string(phase), Action: "A", Message: "m"}}}}
 		for _, m := range mutate {
 			m(&out)
 		}
@@ -34,14 +33,14 @@ func phaseTo(phase trainer.TrainJobPhase, counts bool, mutate ...func(*Outcome))
 
 // deferFor defers the status for at most d; none of the events says what
 // syncing did.
-func deferFor(d time.Duration) func(*Outcome) {
-	return func(o *Outcome) { o.DeferStatus, o.DeferFor = true, d }
+func deferFor(d time.Duration) func(*Decision) {
+	return func(o *Decision) { o.Defer, o.DeferFor = true, d }
 }
 
 // holdStep is one pass at a moment of the wall clock.
 type holdStep struct {
 	at     time.Duration // wall clock, from the start
-	status func(client.Object, *observe.Observed, Sync, *opLog) Outcome
+	status func(client.Object, *observe.Observed, Sync, *opLog) Decision
 	plan   func(client.Object, *observe.Observed) (*plan.Plan, error)
 	delete bool // the job is gone before the pass
 
@@ -105,7 +104,7 @@ func TestReconcileHoldsStatus(t *testing.T) {
 		},
 		"the adapter's own requeue comes first when sooner": {
 			delays: delays,
-			steps: []holdStep{{status: phaseTo(trainer.TrainJobPending, false, func(o *Outcome) { o.Requeue = 300 * time.Millisecond }),
+			steps: []holdStep{{status: phaseTo(trainer.TrainJobPending, false, func(o *Decision) { o.Requeue = 300 * time.Millisecond }),
 				want: ctrl.Result{RequeueAfter: 300 * time.Millisecond}, wantHeld: true}},
 		},
 		"a pass that wrote a child writes its status at once": {
@@ -117,7 +116,7 @@ func TestReconcileHoldsStatus(t *testing.T) {
 			delays: delays,
 			steps: []holdStep{
 				{status: phaseTo(trainer.TrainJobPending, false), want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true},
-				{at: 100 * time.Millisecond, status: phaseTo(trainer.TrainJobPending, false, func(o *Outcome) { o.Retry = errRetry }),
+				{at: 100 * time.Millisecond, status: phaseTo(trainer.TrainJobPending, false, func(o *Decision) { o.Retry = errRetry }),
 					wantErr: true, wantOps: []string{patchPhase("Pending"), "record", eventOf("Pending")}},
 			},
 		},
@@ -125,7 +124,7 @@ func TestReconcileHoldsStatus(t *testing.T) {
 			delays: delays,
 			steps: []holdStep{
 				{status: phaseTo(trainer.TrainJobPending, false), want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true},
-				{at: 500 * time.Millisecond, status: phaseTo("", false, func(o *Outcome) { o.Events = nil }), wantOps: []string{"record"}},
+				{at: 500 * time.Millisecond, status: phaseTo("", false, func(o *Decision) { o.Events = nil }), wantOps: []string{"record"}},
 				// A new change waits its full delay again.
 				{at: 900 * time.Millisecond, status: phaseTo(trainer.TrainJobRunning, false), want: ctrl.Result{RequeueAfter: time.Second}, wantHeld: true},
 			},
@@ -151,6 +150,18 @@ func TestReconcileHoldsStatus(t *testing.T) {
 				{at: 600 * time.Millisecond, status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)),
 					want: ctrl.Result{RequeueAfter: 400 * time.Millisecond}, wantHeld: true, wantOps: []string{"sync record"}},
 				{at: time.Second, status: phaseTo(trainer.TrainJobPending, false, deferFor(time.Second)),
+					wantOps: []string{patchPhase("Pending"), "sync record", "record", eventOf("Pending")}},
+			},
+		},
+		// The pass that created the JobSet leaves the status to the pass
+		// the JobSet's creation event brings, which writes at once: a new
+		// job costs two passes, not a third after StatusDelay.
+		"a deferral to a child's creation event: the next pass writes at once": {
+			delays: delays,
+			steps: []holdStep{
+				{status: phaseTo(trainer.TrainJobPending, false, func(o *Decision) { o.Defer = true }),
+					wantOps: []string{"sync record"}, wantHeld: true},
+				{at: 100 * time.Millisecond, status: phaseTo(trainer.TrainJobPending, false),
 					wantOps: []string{patchPhase("Pending"), "record", eventOf("Pending")}},
 			},
 		},

@@ -47,8 +47,11 @@ func testScheme(t *testing.T) *runtime.Scheme {
 // sets, and which remembers what the reconciler handed it.
 type fakeAdapter struct {
 	plan   func(job client.Object, obs *observe.Observed) (*plan.Plan, error)
-	status func(job client.Object, obs *observe.Observed, s Sync, log *opLog) Outcome
-	log    *opLog
+	status func(job client.Object, obs *observe.Observed, s Sync, log *opLog) Decision
+	// deferred: the last decision deferred the status (RecordSync logs
+	// then only, as the old SyncRecord did).
+	deferred bool
+	log      *opLog
 
 	planCalls, statusCalls int
 	gotObs                 *observe.Observed
@@ -73,13 +76,36 @@ func (a *fakeAdapter) Plan(_ context.Context, _ client.Reader, job client.Object
 	return a.plan(job, obs)
 }
 
-func (a *fakeAdapter) Status(job client.Object, obs *observe.Observed, s Sync, _ time.Time) Outcome {
+func (a *fakeAdapter) Status(job client.Object, obs *observe.Observed, s Sync, now time.Time) Outcome {
+	return a.decide(job, obs, s, now).Outcome
+}
+
+// decide is the test's Decision in place of Decide's.
+func (a *fakeAdapter) decide(job client.Object, obs *observe.Observed, s Sync, _ time.Time) Decision {
 	a.statusCalls++
 	a.gotSync = s
 	if a.status == nil {
-		return Outcome{Job: job.DeepCopyObject().(client.Object)}
+		a.deferred = false
+		return Decision{Outcome: Outcome{Job: job.DeepCopyObject().(client.Object)}}
 	}
-	return a.status(job, obs, s, a.log)
+	d := a.status(job, obs, s, a.log)
+	a.deferred = d.Defer
+	return d
+}
+
+// RecordSync implements Recorder.
+func (a *fakeAdapter) RecordSync(client.Object, Sync, time.Time) {
+	if a.deferred {
+		a.log.add("sync record")
+	}
+}
+
+// RecordStatus implements Recorder; a test without a status func records
+// nothing.
+func (a *fakeAdapter) RecordStatus(client.Object, client.Object, time.Time) {
+	if a.status != nil {
+		a.log.add("record")
+	}
 }
 
 // opLog is the order in which a pass wrote, recorded and sent events.
@@ -201,6 +227,9 @@ func newFixture(t *testing.T, a *fakeAdapter, o fixtureOpts) *fixture {
 		syncer:   &childsync.Syncer{Client: c, FieldOwner: FieldOwner},
 		kinds:    o.kinds,
 		kueue:    o.kueue,
+	}
+	r.decide = func(_ Adapter, job client.Object, obs *observe.Observed, s Sync, now time.Time) Decision {
+		return a.decide(job, obs, s, now)
 	}
 	return &fixture{r: r, c: c, adapter: a, log: log}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
 )
 
 // Reconciler runs every pass of one job kind.
@@ -40,6 +42,8 @@ type Reconciler struct {
 	// expected are children created by a pass that the cache has not shown
 	// yet (timed by wall).
 	expected expected
+	// decide replaces Decide when set (a test decides for its adapter).
+	decide func(Adapter, client.Object, *observe.Observed, Sync, time.Time) Decision
 }
 
 // Reconcile is one pass over one job:
@@ -47,7 +51,8 @@ type Reconciler struct {
 //  2. observe its children, pods and Workloads, once;
 //  3. plan: resolve its runtime and run the pipeline;
 //  4. sync the plan, child by child, by each child's rule;
-//  5. compute status, purely, from the job, what was observed and what sync did;
+//  5. decide, purely: the kind's status from the job, what was observed and
+//     what sync did, and the framework's rules of when to write it (Decide);
 //  6. act on what status decided (deletions, pod labels);
 //  7. write status once, then send the pass's events. A status change may
 //     wait a little (Options.Delays) to go out with the next ones.
@@ -98,48 +103,59 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	out := r.adapter.Status(job, obs, sync, now)
-	if deferred, wait := r.deferStatus(req.NamespacedName, out); deferred {
-		if out.SyncRecord != nil {
-			out.SyncRecord()
-		}
-		r.sendEvents(job, out.Events[:out.SyncEvents])
+	decide := r.decide
+	if decide == nil {
+		decide = Decide
+	}
+	d := decide(r.adapter, job, obs, sync, now)
+	if deferred, wait := r.deferStatus(req.NamespacedName, d); deferred {
+		r.recordSync(job, sync, now)
+		r.sendEvents(job, d.SyncEvents)
 		log.V(3).Info("Status deferred", "bound", wait)
-		requeue := out.Requeue
+		requeue := d.Requeue
 		if wait > 0 && (requeue == 0 || wait < requeue) {
 			requeue = wait
 		}
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
-	if wait := r.holdStatus(req.NamespacedName, job, out, sync); wait > 0 {
+	if wait := r.holdStatus(req.NamespacedName, job, d, sync); wait > 0 {
 		// Neither written nor recorded, and no events: the pass after the
 		// wait computes them again from the same stored status.
 		log.V(3).Info("Status change held", "wait", wait)
-		if out.Requeue > 0 {
-			wait = min(wait, out.Requeue)
+		if d.Requeue > 0 {
+			wait = min(wait, d.Requeue)
 		}
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	deleted, err := r.act(ctx, job, out)
+	deleted, err := r.act(ctx, job, d.Outcome)
 	if err != nil {
-		return ctrl.Result{}, errors.Join(out.Retry, err)
+		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
 	if deleted {
 		r.held.done(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := r.writeStatus(ctx, job, out.Job); err != nil {
-		return ctrl.Result{}, errors.Join(out.Retry, err)
+	if err := r.writeStatus(ctx, job, d.Job); err != nil {
+		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
 	r.held.done(req.NamespacedName)
-	if out.Record != nil {
-		out.Record()
+	r.recordSync(job, sync, now)
+	if rec, ok := r.adapter.(Recorder); ok {
+		rec.RecordStatus(job, d.Job, now)
 	}
-	r.sendEvents(job, out.Events)
-	if out.Retry != nil {
-		return ctrl.Result{}, out.Retry
+	r.sendEvents(job, d.SyncEvents)
+	r.sendEvents(job, d.Events)
+	if d.Retry != nil {
+		return ctrl.Result{}, d.Retry
 	}
-	return ctrl.Result{RequeueAfter: out.Requeue}, nil
+	return ctrl.Result{RequeueAfter: d.Requeue}, nil
+}
+
+// recordSync records the metrics of what syncing did, for a kind with metrics.
+func (r *Reconciler) recordSync(job client.Object, sync Sync, now time.Time) {
+	if rec, ok := r.adapter.(Recorder); ok {
+		rec.RecordSync(job, sync, now)
+	}
 }
 
 func (r *Reconciler) sendEvents(job client.Object, events []Event) {

@@ -32,16 +32,14 @@ var (
 
 // running returns an outcome that sets the job's phase to Running, with one
 // event and a Record that writes to the op log.
-func running(mutate ...func(*Outcome)) func(client.Object, *observe.Observed, Sync, *opLog) Outcome {
-	return func(job client.Object, _ *observe.Observed, _ Sync, log *opLog) Outcome {
+func running(mutate ...func(*Decision)) func(client.Object, *observe.Observed, Sync, *opLog) Decision {
+	return func(job client.Object, _ *observe.Observed, _ Sync, _ *opLog) Decision {
 		j := job.DeepCopyObject().(*trainer.TrainJob)
 		j.Status.Phase = trainer.TrainJobRunning
-		out := Outcome{
-			Job:        j,
-			Events:     []Event{{Type: corev1.EventTypeNormal, Reason: "Running", Action: "Run", Message: "job is running"}, {Type: corev1.EventTypeWarning, Reason: "Slow", Action: "Run", Message: "50% done"}},
-			Record:     func() { log.add("record") },
-			SyncRecord: func() { log.add("sync record") },
-		}
+		out := Decision{Outcome: Outcome{
+			Job:    j,
+			Events: []Event{{Type: corev1.EventTypeNormal, Reason: "Running", Action: "Run", Message: "job is running"}, {Type: corev1.EventTypeWarning, Reason: "Slow", Action: "Run", Message: "50% done"}},
+		}}
 		for _, m := range mutate {
 			m(&out)
 		}
@@ -63,7 +61,7 @@ func TestReconcile(t *testing.T) {
 		objs   []client.Object
 		funcs  interceptor.Funcs
 		plan   func(client.Object, *observe.Observed) (*plan.Plan, error)
-		status func(client.Object, *observe.Observed, Sync, *opLog) Outcome
+		status func(client.Object, *observe.Observed, Sync, *opLog) Decision
 
 		want            ctrl.Result
 		wantErrs        []error
@@ -106,9 +104,8 @@ func TestReconcile(t *testing.T) {
 		},
 		"status unchanged: not written, events still sent": {
 			objs: []client.Object{trainJob()},
-			status: func(job client.Object, _ *observe.Observed, _ Sync, log *opLog) Outcome {
-				return Outcome{Job: job.DeepCopyObject().(client.Object), Events: []Event{{Type: "Normal", Reason: "Same", Action: "A", Message: "m"}},
-					Record: func() { log.add("record") }}
+			status: func(job client.Object, _ *observe.Observed, _ Sync, _ *opLog) Decision {
+				return Decision{Outcome: Outcome{Job: job.DeepCopyObject().(client.Object), Events: []Event{{Type: "Normal", Reason: "Same", Action: "A", Message: "m"}}}}
 			},
 			wantOps:         []string{"record", "event job Normal Same A: m"},
 			wantPlanCalls:   1,
@@ -116,7 +113,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"no job in the outcome: no status write": {
 			objs:            []client.Object{trainJob()},
-			status:          running(func(o *Outcome) { o.Job = nil; o.Events = nil }),
+			status:          running(func(o *Decision) { o.Job = nil; o.Events = nil }),
 			wantOps:         []string{"record"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
@@ -131,7 +128,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"requeue": {
 			objs:            []client.Object{trainJob()},
-			status:          running(func(o *Outcome) { o.Requeue = 42 * time.Second }),
+			status:          running(func(o *Decision) { o.Requeue = 42 * time.Second }),
 			want:            ctrl.Result{RequeueAfter: 42 * time.Second},
 			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
@@ -142,8 +139,9 @@ func TestReconcile(t *testing.T) {
 		// else would tell it. The rest waits with the status.
 		"DeferStatus: no write, no patch; what syncing did recorded and sent": {
 			objs: []client.Object{trainJob(), pod()},
-			status: running(func(o *Outcome) {
-				o.DeferStatus, o.SyncEvents = true, 1
+			status: running(func(o *Decision) {
+				o.Defer = true
+				o.SyncEvents, o.Events = o.Events[:1], o.Events[1:]
 				o.Requeue = time.Second
 				o.Patches = []Patch{labelPatch()}
 			}),
@@ -152,10 +150,11 @@ func TestReconcile(t *testing.T) {
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},
-		"DeferStatus without SyncRecord": {
+		"Defer, every event of syncing": {
 			objs:   []client.Object{trainJob()},
-			status: running(func(o *Outcome) { o.DeferStatus, o.SyncEvents, o.SyncRecord = true, 2, nil }),
+			status: running(func(o *Decision) { o.Defer, o.SyncEvents, o.Events = true, o.Events, nil }),
 			wantOps: []string{
+				"sync record",
 				"event job Normal Running Run: job is running",
 				"event job Warning Slow Run: 50% done"},
 			wantPlanCalls:   1,
@@ -163,7 +162,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"patches and deletions before the status write": {
 			objs: []client.Object{trainJob(), pod(), podOf("job-node-0-1", "job", corev1.PodFailed)},
-			status: running(func(o *Outcome) {
+			status: running(func(o *Decision) {
 				o.Patches = []Patch{labelPatch()}
 				o.Delete = []client.Object{podOf("job-node-0-1", "job", corev1.PodFailed)}
 			}),
@@ -178,7 +177,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"patching or deleting what is gone is fine": {
 			objs: []client.Object{trainJob()},
-			status: running(func(o *Outcome) {
+			status: running(func(o *Decision) {
 				o.Patches = []Patch{labelPatch()}
 				o.Delete = []client.Object{podOf("job-node-0-1", "job", corev1.PodFailed)}
 			}),
@@ -196,7 +195,7 @@ func TestReconcile(t *testing.T) {
 			funcs: interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
 				return errBoom
 			}},
-			status:          running(func(o *Outcome) { o.Patches = []Patch{labelPatch()}; o.Retry = errRetry }),
+			status:          running(func(o *Decision) { o.Patches = []Patch{labelPatch()}; o.Retry = errRetry }),
 			wantErrs:        []error{errBoom, errRetry},
 			wantErrMsg:      "patching job-node-0-0",
 			wantOps:         []string{`patch *v1.Pod job-node-0-0 {"metadata":{"labels":{"a":"b"}}}`},
@@ -208,7 +207,7 @@ func TestReconcile(t *testing.T) {
 			funcs: interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
 				return errBoom
 			}},
-			status:          running(func(o *Outcome) { o.Delete = []client.Object{pod()} }),
+			status:          running(func(o *Decision) { o.Delete = []client.Object{pod()} }),
 			wantErrs:        []error{errBoom},
 			wantErrMsg:      "deleting job-node-0-0",
 			wantOps:         []string{"delete *v1.Pod job-node-0-0 uid=uid-job-node-0-0"},
@@ -217,7 +216,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"deleting the job itself: no status write, no events": {
 			objs: []client.Object{trainJob(), pod()},
-			status: running(func(o *Outcome) {
+			status: running(func(o *Decision) {
 				o.Delete = []client.Object{pod(), trainJob()}
 				o.Requeue = time.Minute
 			}),
@@ -231,7 +230,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"Retry: status written and events sent, then the error": {
 			objs:            []client.Object{trainJob()},
-			status:          running(func(o *Outcome) { o.Retry = errRetry; o.Requeue = time.Minute }),
+			status:          running(func(o *Decision) { o.Retry = errRetry; o.Requeue = time.Minute }),
 			wantErrs:        []error{errRetry},
 			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
@@ -243,7 +242,7 @@ func TestReconcile(t *testing.T) {
 			funcs: interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 				return errBoom
 			}},
-			status:          running(func(o *Outcome) { o.Retry = errRetry }),
+			status:          running(func(o *Decision) { o.Retry = errRetry }),
 			wantErrs:        []error{errBoom, errRetry},
 			wantErrMsg:      "writing status of TrainJob job",
 			wantOps:         []string{statusPatch},

@@ -34,10 +34,12 @@ const FieldOwner = jobframework.FieldOwner
 
 // Event reasons besides v1's condition reasons.
 const (
-	EventJobSetCreated       = jobframework.EventJobSetCreated
-	EventJobSetUpdated       = jobframework.EventJobSetUpdated
-	EventJobSetRecreated     = jobframework.EventJobSetRecreated
-	EventJobSetNotOwned      = jobframework.EventJobSetNotOwned
+	EventJobSetCreated   = jobframework.EventJobSetCreated
+	EventJobSetUpdated   = jobframework.EventJobSetUpdated
+	EventJobSetRecreated = jobframework.EventJobSetRecreated
+	EventJobSetNotOwned  = jobframework.EventJobSetNotOwned
+	// EventKindNotServed: a child's kind (a CRD) is not installed.
+	EventKindNotServed       = "ChildKindNotServed"
 	EventTemplateRestartPol  = "SetPodTemplateRestartPolicy"
 	EventDeprecatedField     = "DeprecatedField"
 	msgTemplateRestartPolicy = "Restart policy in pod template will be overwritten by restart policy in replica spec"

@@ -193,7 +193,8 @@ func synced(action childsync.Action, js *jobsetv1alpha2.JobSet) jobframework.Syn
 	return s
 }
 
-// summary is an Outcome in a form that diffs well.
+// summary is a Decision in a form that diffs well: the events in the order
+// a pass that writes the status sends them.
 type summary struct {
 	Conditions     []string
 	Replicas       map[kubeflowv1.ReplicaType]string
@@ -214,7 +215,7 @@ func timeText(t *metav1.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func summarize(out jobframework.Outcome) summary {
+func summarize(out jobframework.Decision) summary {
 	var s summary
 	if job, ok := out.Job.(*kubeflowv1.PyTorchJob); ok && job != nil {
 		for _, c := range job.Status.Conditions {
@@ -229,7 +230,7 @@ func summarize(out jobframework.Outcome) summary {
 		s.StartTime = timeText(job.Status.StartTime)
 		s.CompletionTime = timeText(job.Status.CompletionTime)
 	}
-	s.Events = out.Events
+	s.Events = append(append([]jobframework.Event(nil), out.SyncEvents...), out.Events...)
 	for _, o := range out.Delete {
 		s.Delete = append(s.Delete, fmt.Sprintf("%T %s", o, o.GetName()))
 	}
@@ -240,7 +241,7 @@ func summarize(out jobframework.Outcome) summary {
 	if out.Retry != nil {
 		s.Retry = out.Retry.Error()
 	}
-	s.DeferStatus = out.DeferStatus
+	s.DeferStatus = out.Defer
 	return s
 }
 

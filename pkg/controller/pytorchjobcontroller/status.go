@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,9 +40,38 @@ func (a Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewor
 	p := &pass{job: job, status: &updated.Status, now: passTime(now)}
 	p.out.Job = updated
 	p.run(obs, sync)
-	old, cur := job.Status.DeepCopy(), p.status.DeepCopy()
-	p.out.Record = func() { recordTransitions(a.Metrics, old, cur) }
 	return p.out
+}
+
+// RecordSync implements jobframework.Recorder: nothing of syncing is counted.
+func (Adapter) RecordSync(client.Object, jobframework.Sync, time.Time) {}
+
+// RecordStatus implements jobframework.Recorder: the conditions that turned True.
+func (a Adapter) RecordStatus(old, updated client.Object, _ time.Time) {
+	if u, ok := updated.(*kubeflowv1.PyTorchJob); ok && u != nil {
+		recordTransitions(a.Metrics, &old.(*kubeflowv1.PyTorchJob).Status, &u.Status)
+	}
+}
+
+// SyncEvents implements jobframework.SyncEventer: v1 warned on every pod it
+// created; once per JobSet is enough.
+func (Adapter) SyncEvents(o client.Object, sync jobframework.Sync) []jobframework.Event {
+	if sync.Result.Action(observe.JobSetKind, o.GetName()) != childsync.Created {
+		return nil
+	}
+	job := o.(*kubeflowv1.PyTorchJob)
+	warnings, _ := legacy.Validate(nil, job)
+	d := legacy.Defaulted(job)
+	var evs []jobframework.Event
+	for _, t := range legacy.Roles(d) {
+		if d.Spec.PyTorchReplicaSpecs[t].Template.Spec.RestartPolicy != "" {
+			evs = append(evs, jobframework.Event{Type: corev1.EventTypeWarning, Reason: EventTemplateRestartPol, Action: "Create", Message: fmt.Sprintf("%s: %s", t, msgTemplateRestartPolicy)})
+		}
+	}
+	for _, w := range warnings {
+		evs = append(evs, jobframework.Event{Type: corev1.EventTypeWarning, Reason: EventDeprecatedField, Action: "Create", Message: w})
+	}
+	return evs
 }
 
 func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
@@ -58,7 +86,7 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	}
 
 	// 2. Validate what was written, then default in memory, as v1 did.
-	warnings, errs := legacy.Validate(nil, job)
+	_, errs := legacy.Validate(nil, job)
 	if len(errs) > 0 {
 		p.failValidation(errs.ToAggregate())
 		return
@@ -96,32 +124,17 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 		p.event(corev1.EventTypeWarning, EventJobSetNotOwned, "Sync", "%v", err)
 		p.out.Requeue = notOwnedRetry
 		return
-	case apierrors.IsAlreadyExists(err):
-		// The cache has not seen the JobSet created a moment ago; look again.
-		p.out.Requeue = time.Second
+	case errors.Is(err, childsync.ErrKindNotServed):
+		p.event(corev1.EventTypeWarning, EventKindNotServed, "Sync", "%v", err)
+		p.out.Requeue = notOwnedRetry
 		return
 	case err != nil:
-		p.out.Retry = err
+		// Transient: the framework retries (jobframework.Permanent).
 		return
 	}
+	// What syncing wrote is the framework's to tell (jobframework.Decide,
+	// SyncEvents for v1's warnings).
 	js = sync.After(obs).JobSet(job.Name)
-	switch sync.Result.Action(observe.JobSetKind, job.Name) {
-	case childsync.Created:
-		p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
-		// v1 warned on every pod it created; once per JobSet is enough.
-		for _, t := range legacy.Roles(d) {
-			if d.Spec.PyTorchReplicaSpecs[t].Template.Spec.RestartPolicy != "" {
-				p.event(corev1.EventTypeWarning, EventTemplateRestartPol, "Create", "%s: %s", t, msgTemplateRestartPolicy)
-			}
-		}
-		for _, w := range warnings {
-			p.event(corev1.EventTypeWarning, EventDeprecatedField, "Create", "%s", w)
-		}
-	case childsync.Recreated:
-		p.event(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
-	case childsync.Updated:
-		p.event(corev1.EventTypeNormal, EventJobSetUpdated, "Update", "Updated suspended JobSet %s", js.Name)
-	}
 
 	// 5. Pods: v1's job-name label, then v1's status from them and the JobSet.
 	pods := obs.PodsOf(js, "")

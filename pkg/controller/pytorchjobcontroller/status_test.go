@@ -70,10 +70,11 @@ func TestStatus(t *testing.T) {
 			obs:  observed(nil, nil),
 			sync: synced(childsync.Created, js),
 			want: summary{
-				Conditions: []string{cCreated},
-				Replicas:   replicas(none, none),
-				StartTime:  nowText,
-				Events:     []jobframework.Event{evJobSetCreated},
+				Conditions:  []string{cCreated},
+				Replicas:    replicas(none, none),
+				StartTime:   nowText,
+				Events:      []jobframework.Event{evJobSetCreated},
+				DeferStatus: true, // the JobSet's creation event brings the write
 			},
 		},
 		"JobSet created, restart policy in a pod template and a deprecated field: warnings": {
@@ -94,6 +95,7 @@ func TestStatus(t *testing.T) {
 					ev("Warning", EventTemplateRestartPol, "Create", "Worker: "+msgTemplateRestartPolicy),
 					ev("Warning", EventDeprecatedField, "Create", "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"),
 				},
+				DeferStatus: true, // the JobSet's creation event brings the write
 			},
 		},
 		"JobSet recreated": {
@@ -121,9 +123,10 @@ func TestStatus(t *testing.T) {
 			obs:  observed(nil, nil),
 			sync: synced(childsync.Created, js),
 			want: summary{
-				Conditions: []string{cCreated, cSuspended},
-				Replicas:   replicas(none, none),
-				Events:     []jobframework.Event{evJobSetCreated, evSuspended},
+				Conditions:  []string{cCreated, cSuspended},
+				Replicas:    replicas(none, none),
+				Events:      []jobframework.Event{evJobSetCreated, evSuspended},
+				DeferStatus: true, // the JobSet's creation event brings the write
 			},
 		},
 		"suspending a running job: Running turns False, active pods no longer count": {
@@ -245,7 +248,7 @@ func TestStatus(t *testing.T) {
 				Requeue:    time.Minute,
 			},
 		},
-		"JobSet exists, the cache has not seen it: look again in a second": {
+		"JobSet exists, the cache has not seen it: retried, as every transient error": {
 			job: mnist(1),
 			obs: observed(nil, nil),
 			sync: jobframework.Sync{Planned: true, Err: fmt.Errorf("creating JobSet mnist: %w",
@@ -253,7 +256,7 @@ func TestStatus(t *testing.T) {
 			want: summary{
 				Conditions: []string{cCreated},
 				StartTime:  nowText,
-				Requeue:    time.Second,
+				Retry:      `creating JobSet mnist: jobsets.jobset.x-k8s.io "mnist" already exists`,
 			},
 		},
 		"transient error: retried after the status write": {
@@ -370,17 +373,15 @@ func TestStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.job.DeepCopy()
-			out := Adapter{}.Status(tc.job, tc.obs, tc.sync, now)
+			out := jobframework.Decide(Adapter{}, tc.job, tc.obs, tc.sync, now)
 			if diff := cmp.Diff(tc.want, summarize(out)); diff != "" {
 				t.Errorf("outcome (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(before, tc.job); diff != "" {
 				t.Errorf("Status changed its input (-before +after):\n%s", diff)
 			}
-			if out.Record == nil {
-				t.Fatal("no Record")
-			}
-			out.Record()
+			Adapter{}.RecordSync(tc.job, tc.sync, now)
+			Adapter{}.RecordStatus(tc.job, out.Job, now)
 		})
 	}
 }
@@ -457,7 +458,7 @@ func TestStatusFinished(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			out := Adapter{}.Status(tc.job, obs, jobframework.Sync{}, now)
+			out := jobframework.Decide(Adapter{}, tc.job, obs, jobframework.Sync{}, now)
 			got := summarize(out)
 			want := summary{
 				Conditions:     tc.wantConds,

@@ -218,8 +218,9 @@ func running(start time.Duration) trainer.TrainJobStatus {
 	}
 }
 
-// outcome is what the tests compare of a jobframework.Outcome: everything but
-// Record, with objects to delete named "<Kind>/<name>" and Retry as its message.
+// outcome is what the tests compare of a jobframework.Decision: the events
+// sent now, with objects to delete named "<Kind>/<name>" and Retry as its
+// message.
 type outcome struct {
 	Status      trainer.TrainJobStatus
 	Events      []jobframework.Event
@@ -236,25 +237,19 @@ var statusOpts = cmp.Options{
 	cmpopts.EquateEmpty(),
 }
 
-// runStatus calls Status, checks what every pass must hold (a non-nil Record
-// that runs; the input job left unchanged; the new job a copy of it with only
-// its status changed) and returns the comparable outcome.
+// runStatus decides the pass (Status and the framework's rules), checks what
+// every pass must hold (its metrics record without panicking; the input job
+// left unchanged; the new job a copy of it with only its status changed) and
+// returns the comparable outcome.
 func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Observed, sync jobframework.Sync, now time.Time) outcome {
 	t.Helper()
 	before := job.DeepCopy()
-	out := a.Status(job, obs, sync, now)
+	out := jobframework.Decide(a, job, obs, sync, now)
 	if diff := cmp.Diff(before, job); diff != "" {
 		t.Errorf("Status changed its input job (-before +after):\n%s", diff)
 	}
-	if out.Record == nil || out.SyncRecord == nil {
-		t.Error("Outcome.Record or SyncRecord is nil")
-	} else {
-		out.Record()
-		out.SyncRecord()
-	}
-	if out.SyncEvents < 0 || out.SyncEvents > len(out.Events) {
-		t.Fatalf("Outcome.SyncEvents = %d of %d events", out.SyncEvents, len(out.Events))
-	}
+	a.RecordSync(job, sync, now)
+	a.RecordStatus(job, out.Job, now)
 	updated, ok := out.Job.(*trainer.TrainJob)
 	if !ok {
 		t.Fatalf("Outcome.Job is %T, want *TrainJob", out.Job)
@@ -272,7 +267,7 @@ func runStatus(t *testing.T, a *Adapter, job *trainer.TrainJob, obs *observe.Obs
 		Status:      *updated.Status.DeepCopy(),
 		Events:      sent(out),
 		Requeue:     out.Requeue,
-		DeferStatus: out.DeferStatus,
+		DeferStatus: out.Defer,
 	}
 	for _, o := range out.Delete {
 		got.Delete = append(got.Delete, kindOf(o)+"/"+o.GetName())
@@ -323,11 +318,11 @@ func runStatusCases(t *testing.T, cases map[string]statusCase) {
 	}
 }
 
-// sent is what the reconciler sends of the outcome's events: what syncing did
-// when the status is deferred, all of them when it is written.
-func sent(out jobframework.Outcome) []jobframework.Event {
-	if out.DeferStatus {
-		return out.Events[:out.SyncEvents]
+// sent is what the reconciler sends of the decision's events: what syncing
+// did when the status is deferred, all of them when it is written.
+func sent(out jobframework.Decision) []jobframework.Event {
+	if out.Defer {
+		return out.SyncEvents
 	}
-	return out.Events
+	return append(append([]jobframework.Event(nil), out.SyncEvents...), out.Events...)
 }

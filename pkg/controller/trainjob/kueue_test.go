@@ -276,10 +276,10 @@ func TestStatusKueueStarting(t *testing.T) {
 	a := newAdapter(t)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			out := a.Status(tc.job, admitted, tc.sync, tNow)
-			if out.DeferStatus != tc.wantDefer {
+			out := jobframework.Decide(a, tc.job, admitted, tc.sync, tNow)
+			if out.Defer != tc.wantDefer {
 				got := out.Job.(*trainer.TrainJob).Status
-				t.Errorf("DeferStatus = %v, want %v; status %s -> %s", out.DeferStatus, tc.wantDefer, tc.job.Status.Reason, got.Reason)
+				t.Errorf("Defer = %v, want %v; status %s -> %s", out.Defer, tc.wantDefer, tc.job.Status.Reason, got.Reason)
 			}
 			if tc.wantDefer && out.DeferFor != KueueWriteGrace {
 				t.Errorf("DeferFor = %v, want %v", out.DeferFor, KueueWriteGrace)

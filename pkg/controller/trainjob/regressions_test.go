@@ -57,13 +57,13 @@ func TestTransientErrorKeepsRunningJob(t *testing.T) {
 	js := jobSet(t, false)
 	job := newJob(withStatus(running(5 * time.Minute)))
 	obs := observed(js, readyPod(0), readyPod(1))
-	out := a.Status(job, obs, jobframework.Sync{Planned: true, Err: errors.New("service unavailable")}, tNow)
+	out := jobframework.Decide(a, job, obs, jobframework.Sync{Planned: true, Err: errors.New("service unavailable")}, tNow)
 	got := out.Job.(*trainer.TrainJob)
 	if got.Status.Phase != trainer.TrainJobRunning || meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobCreated) != nil {
 		t.Errorf("phase %s, conditions %+v; want Running and no Created condition", got.Status.Phase, got.Status.Conditions)
 	}
-	if out.Retry == nil || len(out.Events) != 0 {
-		t.Errorf("Retry %v, events %+v; want a retry and no event", out.Retry, out.Events)
+	if out.Retry == nil || len(out.Events)+len(out.SyncEvents) != 0 {
+		t.Errorf("Retry %v, events %+v %+v; want a retry and no event", out.Retry, out.SyncEvents, out.Events)
 	}
 }
 

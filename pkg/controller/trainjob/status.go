@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	"github.com/trainyard/trainyard/pkg/controller/ttl"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -26,17 +24,12 @@ import (
 
 // pass collects what one Status call decides.
 type pass struct {
-	job     *trainer.TrainJob
-	status  *trainer.TrainJobStatus
-	now     time.Time
-	out     jobframework.Outcome
-	record  []func()
-	metrics *metrics.TrainJob
+	job    *trainer.TrainJob
+	status *trainer.TrainJobStatus
+	now    time.Time
+	out    jobframework.Outcome
 	// recheck: the build failed on a lookup, so look again after LookupRecheck.
 	recheck bool
-	// syncEvents and syncRecords are how many of the events and metrics say
-	// what syncing did; the others follow from the status change.
-	syncEvents, syncRecords int
 }
 
 // LookupRecheck is how soon a job whose build failed on a lookup of another
@@ -58,7 +51,6 @@ func (p *pass) setCondition(t string, s metav1.ConditionStatus, reason, msg stri
 func (p *pass) createdFalse(reason, evReason, action string, err error) {
 	if p.setCondition(trainer.TrainJobCreated, metav1.ConditionFalse, reason, err.Error()) {
 		p.event(corev1.EventTypeWarning, evReason, action, "%v", err)
-		p.record = append(p.record, func() { p.metrics.Error(reason) })
 	}
 }
 
@@ -69,35 +61,10 @@ func (p *pass) createdFalse(reason, evReason, action string, err error) {
 func (a *Adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, now time.Time) jobframework.Outcome {
 	job := o.(*trainer.TrainJob)
 	updated := job.DeepCopy()
-	p := &pass{job: job, status: &updated.Status, now: now, metrics: a.Metrics}
+	p := &pass{job: job, status: &updated.Status, now: now}
 	p.out.Job = updated
 	a.status(p, obs, sync)
-	p.out.CountsOnly = countsOnly(&job.Status, p.status)
-	if !p.out.DeferStatus && sync.Err == nil && !equality.Semantic.DeepEqual(&job.Status, p.status) && kueueStarting(job) {
-		// Kueue is between the two writes that start or stop the job: a
-		// status write now would make the second one conflict. The second
-		// write brings the next pass; the bound, one that finds Kueue stuck.
-		p.out.DeferStatus, p.out.DeferFor = true, KueueWriteGrace
-	}
-	if oldPhase, newPhase := job.Status.Phase, p.status.Phase; newPhase != oldPhase {
-		p.record = append(p.record, func() { p.metrics.Transition(string(newPhase)) })
-	}
-	// A deferred status tells only what syncing did (the JobSet's creation):
-	// events and metrics that follow from the status change (Suspended) come
-	// with the status, from the pass that writes it, or they would be sent
-	// twice.
-	p.out.SyncEvents = p.syncEvents
-	p.out.Record, p.out.SyncRecord = calls(p.record), calls(p.record[:p.syncRecords])
 	return p.out
-}
-
-// calls is one function that calls fs in order.
-func calls(fs []func()) func() {
-	return func() {
-		for _, f := range fs {
-			f()
-		}
-	}
 }
 
 func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync) {
@@ -132,10 +99,10 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 		return
 	}
 
-	// 3. What planning and syncing the JobSet did.
+	// 3. What planning and syncing the JobSet did (what it wrote is the
+	// framework's to tell: jobframework.Decide).
 	after := sync.After(obs)
 	p.synced(after.JobSet(job.Name), sync)
-	p.syncEvents, p.syncRecords = len(p.out.Events), len(p.record)
 
 	// 4. Suspension, and what the children report.
 	if changed, suspended := setSuspended(job, status, now); changed {
@@ -163,8 +130,6 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 	if status.Phase == trainer.TrainJobRunning && job.Status.Phase != trainer.TrainJobRunning {
 		p.event(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
-		pending := now.Sub(pendingSince(job, status)).Seconds()
-		p.record = append(p.record, func() { p.metrics.TimePending(pending) })
 	}
 
 	switch at, ok := deadline(job, status); {
@@ -180,33 +145,18 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 }
 
-// synced reports errors of planning and syncing in Created=False, and sends
-// the events of what syncing did. Upstream's TrainJob has no Created condition
-// (Kubeflow Trainer removed it in 2025): Trainyard sets one only to report an
-// error the user must see, and removes it once the error is resolved.
+// synced reports errors of planning and syncing in Created=False. Upstream's
+// TrainJob has no Created condition (Kubeflow Trainer removed it in 2025):
+// Trainyard sets one only to report an error the user must see, and removes
+// it once the error is resolved. Which errors are retried is the framework's
+// rule (jobframework.Permanent).
 func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
-	job, status := p.job, p.status
+	status := p.status
 	err := sync.Err
 	switch {
 	case err == nil:
 		if js != nil {
 			meta.RemoveStatusCondition(&status.Conditions, trainer.TrainJobCreated)
-		}
-		switch sync.Result.Action(observe.JobSetKind, job.Name) {
-		case childsync.Created:
-			// The pass that created the JobSet sends its event and leaves the
-			// status write to the pass the JobSet's creation event brings (at
-			// child priority): under a burst of submissions, new TrainJobs get
-			// their JobSets first, and each job's first status write coalesces
-			// with its JobSet's first status.
-			p.event(corev1.EventTypeNormal, EventJobSetCreated, "Create", "Created JobSet %s", js.Name)
-			p.out.DeferStatus = true
-			since := p.now.Sub(job.CreationTimestamp.Time).Seconds()
-			p.record = append(p.record, func() { p.metrics.TimeToJobSet(since) })
-		case childsync.Recreated:
-			p.event(corev1.EventTypeNormal, EventJobSetRecreated, "Create", "Recreated suspended JobSet %s: its immutable template changed", js.Name)
-		case childsync.Updated:
-			p.event(corev1.EventTypeNormal, EventJobSetUpdated, "Update", "Updated suspended JobSet %s", js.Name)
 		}
 	case errors.Is(err, runtime.ErrUnsupported):
 		// Terminal, as in the Kubeflow API: the reference can never resolve.
@@ -229,13 +179,12 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	case errors.Is(err, childsync.ErrKindNotServed):
 		p.createdFalse(trainer.TrainJobChildKindNotServedReason, EventKindNotServed, "Apply", err)
 	default:
-		// Transient (API errors, conflicts): retry with backoff. Before the
+		// Transient (API errors, conflicts): retried with backoff. Before the
 		// JobSet exists, say so in status; once it runs, a failed write of
 		// another child does not make the job any less created.
 		if js == nil && !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
 			p.createdFalse(trainer.TrainJobApplyFailedReason, EventApplyFailed, "Apply", err)
 		}
-		p.out.Retry = err
 	}
 }
 
@@ -246,20 +195,6 @@ func (p *pass) expire() {
 		p.out.Delete = append(p.out.Delete, del)
 	}
 	p.out.Requeue = left
-}
-
-// countsOnly reports whether status differs from old in counts only: the
-// JobSet's job counts and the message of an unchanged reason ("1/2 nodes
-// running"). Such a change may wait for the next transition before it is
-// written; a change of anything kubectl get shows (State, Ready) or of a
-// reason or condition (what clients wait for) may not wait as long.
-func countsOnly(old, status *trainer.TrainJobStatus) bool {
-	if old.Phase == "" || old.Reason != status.Reason || equality.Semantic.DeepEqual(old, status) {
-		return false
-	}
-	s := *status
-	s.JobsStatus, s.Message = old.JobsStatus, old.Message
-	return equality.Semantic.DeepEqual(&s, old)
 }
 
 // jobSetFinished reports whether the JobSet says it completed or failed.

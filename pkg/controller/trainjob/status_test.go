@@ -482,7 +482,6 @@ func TestStatusFinished(t *testing.T) {
 		"no events, whatever its pods do": {
 			job:  newJob(suspended(true), withStatus(done)),
 			obs:  observed(complete, readyPod(0), readyPod(1)),
-			sync: failed(errors.New("ignored")),
 			want: outcome{Status: done},
 		},
 		// As upstream, a missing JobSet changes nothing once the job is
@@ -584,32 +583,34 @@ func TestStatusDeadline(t *testing.T) {
 	runStatusCases(t, cases)
 }
 
-// TestStatusRecord: Record is set on every outcome and runs the pass's
-// metrics without panicking (several times, as a retried write may).
+// TestStatusRecord: the pass's metrics record without panicking (several
+// times, as a retried write may).
 func TestStatusRecord(t *testing.T) {
 	a := newAdapter(t)
 	js := jobSet(t, false)
-	cases := []struct {
-		name string
-		out  jobframework.Outcome
-	}{
-		{"JobSet created", a.Status(newJob(), observed(nil), synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created}), tNow)},
-		{"running after a resume", a.Status(newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{{
+	type pass struct {
+		job  *trainer.TrainJob
+		obs  *observe.Observed
+		sync jobframework.Sync
+	}
+	cases := map[string]pass{
+		"JobSet created": {newJob(), observed(nil), synced(observed(nil), js, map[childsync.Key]childsync.Action{jsKey: childsync.Created})},
+		"running after a resume": {newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{{
 			Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, Message: "TrainJob is resumed",
 			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(tCreated.Add(time.Minute))}}})),
-			observed(js, readyPod(0), readyPod(1)), synced(observed(js), nil, nil), tNow)},
-		{"an error", a.Status(newJob(), observed(nil), failed(fmt.Errorf("%w: x", runtime.ErrNotFound)), tNow)},
-		{"nothing changed", a.Status(newJob(withStatus(waiting(0))), observed(js), synced(observed(js), nil, nil), tNow)},
-		{"finished", a.Status(newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{
-			cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs", "x")}})), observed(nil), jobframework.Sync{}, tNow)},
+			observed(js, readyPod(0), readyPod(1)), synced(observed(js), nil, nil)},
+		"an error":        {newJob(), observed(nil), failed(fmt.Errorf("%w: x", runtime.ErrNotFound))},
+		"nothing changed": {newJob(withStatus(waiting(0))), observed(js), synced(observed(js), nil, nil)},
+		"finished": {newJob(withStatus(trainer.TrainJobStatus{Conditions: []metav1.Condition{
+			cond(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs", "x")}})), observed(nil), jobframework.Sync{}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.out.Record == nil {
-				t.Fatal("Outcome.Record is nil")
+	for name, tc := range cases {
+		t.Run(name, func(*testing.T) {
+			out := a.Status(tc.job, tc.obs, tc.sync, tNow)
+			for range 2 {
+				a.RecordSync(tc.job, tc.sync, tNow)
+				a.RecordStatus(tc.job, out.Job, tNow)
 			}
-			tc.out.Record()
-			tc.out.Record()
 		})
 	}
 }
@@ -624,7 +625,7 @@ func TestStatusUnchangedOutcome(t *testing.T) {
 	if diff := cmp.Diff(job, out.Job); diff != "" {
 		t.Errorf("steady state changed the job (-old +new):\n%s", diff)
 	}
-	if len(out.Events) != 0 || out.Requeue != 0 || out.Delete != nil || out.Retry != nil || out.DeferStatus {
+	if len(out.Events) != 0 || out.Requeue != 0 || out.Delete != nil {
 		t.Errorf("steady state outcome = %+v, want nothing to do", out)
 	}
 }
@@ -718,7 +719,7 @@ func TestStatusCountsOnly(t *testing.T) {
 	a := newAdapter(t)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			out := a.Status(tc.job, tc.obs, synced(tc.obs, nil, nil), tNow)
+			out := jobframework.Decide(a, tc.job, tc.obs, synced(tc.obs, nil, nil), tNow)
 			if out.CountsOnly != tc.want {
 				got := out.Job.(*trainer.TrainJob).Status
 				t.Errorf("CountsOnly = %v, want %v; status %+v -> %+v", out.CountsOnly, tc.want, tc.job.Status, got)

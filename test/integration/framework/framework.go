@@ -258,6 +258,9 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 		opts.Kinds(kinds)
 	}
 	kinds = append(kinds, opts.ExtraKinds...)
+	if err := jobframework.AddToScheme(e.Scheme, kinds); err != nil {
+		return err
+	}
 	cacheOpts, err := controller.CacheOptionsFor(e.Config, e.Scheme, append(jobframework.Owned(kinds), extraOwned(opts.ExtraPlugins)...))
 	if err != nil {
 		return err

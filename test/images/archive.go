@@ -151,22 +151,32 @@ func ReadIndex(path string) (*v1.IndexManifest, error) {
 func readResults(opts Options) ([]Result, error) {
 	var results []Result
 	for _, im := range Images {
-		r := Result{Image: im, Ref: im.Ref(opts), Path: filepath.Join(opts.OutDir, im.Name+".oci.tar")}
-		idx, err := ReadIndex(r.Path)
+		r, err := readResult(filepath.Join(opts.OutDir, im.Name+".oci.tar"), im.Ref(opts))
 		if err != nil {
 			return nil, err
 		}
-		if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[annotationContainerdRef] != r.Ref {
-			return nil, fmt.Errorf("%s does not hold %s alone", r.Path, r.Ref)
-		}
-		st, err := os.Stat(r.Path)
-		if err != nil {
-			return nil, err
-		}
-		r.Digest, r.Size = idx.Manifests[0].Digest, st.Size()
+		r.Image = im
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// readResult describes the archive at path, which must hold ref alone.
+func readResult(path, ref string) (Result, error) {
+	r := Result{Ref: ref, Path: path}
+	idx, err := ReadIndex(path)
+	if err != nil {
+		return r, err
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[annotationContainerdRef] != ref {
+		return r, fmt.Errorf("%s does not hold %s alone", path, ref)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return r, err
+	}
+	r.Digest, r.Size = idx.Manifests[0].Digest, st.Size()
+	return r, nil
 }
 
 // inputStamp hashes everything a build depends on: the options, the go

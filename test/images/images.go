@@ -118,6 +118,9 @@ type Options struct {
 	SourceDateEpoch int64
 	// GOARCH of the images; runtime.GOARCH when empty. GOOS is linux.
 	GOARCH string
+	// CacheDir keeps the training images' rootfs, downloads and layers
+	// between builds (BuildTraining); OutDir/cache when empty.
+	CacheDir string
 	// Log gets a line per step; nil discards them.
 	Log io.Writer
 }

@@ -2,10 +2,12 @@
 # Installs the Debian packages the process node's pods use from the host (only
 # /usr/bin/python3 sees them): torch, torchvision and the Fashion-MNIST data for
 # the torchrun examples, OpenMPI, sshd and mpi4py for the MPI runtimes, XGBoost and scikit-learn (its bundled
-# datasets) for the XGBoost runtime. Each package is installed only when
+# datasets) for the XGBoost runtime; and debootstrap, with which `make images`
+# (test/images) makes the rootfs of the training images that container nodes
+# run (the same packages, in images). Each package is installed only when
 # missing, so a warm machine pays one dpkg query.
 set -euo pipefail
-PACKAGES=(python3-torch python3-torchvision dataset-fashion-mnist openssh-server openmpi-bin python3-mpi4py python3-xgboost python3-sklearn)
+PACKAGES=(python3-torch python3-torchvision dataset-fashion-mnist openssh-server openmpi-bin python3-mpi4py python3-xgboost python3-sklearn debootstrap)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

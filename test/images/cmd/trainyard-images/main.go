@@ -1,12 +1,15 @@
-// Command trainyard-images builds the manager's and the initializer's images
-// as OCI image archives without a container engine (package test/images);
-// `make images` runs it:
+// Command trainyard-images builds the manager's and the initializer's images,
+// and the training images (torch, mpi, xgboost: Debian packages on a
+// debootstrap rootfs), as OCI image archives without a container engine
+// (package test/images); `make images` runs it:
 //
 //	trainyard-images -out bin/images -version V -commit C -source-date-epoch S -ldflags "-X ..."
 //
 // It prints one line per image (name, archive, size, digest), and rebuilds
-// nothing when the inputs are those of the last build in -out. Import an
-// archive with `ctr images import bin/images/trainyard-manager.oci.tar`.
+// nothing when the inputs are those of the last build in -out. The training
+// images need root, debootstrap and the Debian mirror (for a package list not
+// yet in -cache); -training=false leaves them out. Import an archive with
+// `ctr images import bin/images/trainyard-manager.oci.tar`.
 package main
 
 import (
@@ -32,6 +35,8 @@ func main() {
 	flag.StringVar(&opts.LDFlags, "ldflags", "", "linker flags that stamp pkg/version (the Makefile's LDFLAGS); -s -w is prepended")
 	flag.Int64Var(&opts.SourceDateEpoch, "source-date-epoch", 0, "time of every file and config, in seconds (SOURCE_DATE_EPOCH)")
 	flag.StringVar(&opts.GOARCH, "arch", "", "GOARCH of the images (default: this machine's)")
+	flag.StringVar(&opts.CacheDir, "cache", "", "directory of the training images' rootfs, downloads and layers (default: <out>/cache)")
+	training := flag.Bool("training", true, "also build the training images (root, debootstrap)")
 	verbose := flag.Bool("v", false, "print each step")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -46,6 +51,12 @@ func main() {
 
 	start := time.Now()
 	results, upToDate, err := images.Build(ctx, opts)
+	if err == nil && *training {
+		var more []images.Result
+		var trainingUpToDate bool
+		more, trainingUpToDate, err = images.BuildTraining(ctx, opts)
+		results, upToDate = append(results, more...), upToDate && trainingUpToDate
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "trainyard-images:", err)
 		os.Exit(1)

@@ -25,7 +25,7 @@ import (
 // manager runs PyTorchJobs under a gang scheduler (see GangScheduler): they
 // act only on runtimes that ask for one.
 func Plugins() []framework.Plugin {
-	return []framework.Plugin{NewServicesPlugin(), coscheduling.New(), volcano.New(), &jobset.JobSet{HostNamesFromTemplate: true}}
+	return []framework.Plugin{NewServicesPlugin(), coscheduling.New(), volcano.New(), jobset.New()}
 }
 
 // NewFramework returns the PyTorchJob pipeline, built once by its controller.

@@ -27,12 +27,7 @@ import (
 const Name = "JobSet"
 
 // JobSet is the plugin.
-type JobSet struct {
-	// HostNamesFromTemplate is set for job kinds whose pod templates set their
-	// own host names (PyTorchJob): the names JobSet generates need not fit a
-	// DNS label then, and the kind checks its own name length.
-	HostNamesFromTemplate bool
-}
+type JobSet struct{}
 
 var (
 	_ framework.ValidatePlugin = (*JobSet)(nil)
@@ -53,7 +48,7 @@ func (*JobSet) Owns() []client.Object { return []client.Object{&jobsetv1alpha2.J
 // Validate checks what every runtime needs to run a TrainJob: replicated jobs
 // bound to TrainJob fields exist once, the TrainJob asks for at least one node,
 // and the pod host names JobSet will generate fit in a DNS label.
-func (p *JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
 	var errs field.ErrorList
 	rtPath := field.NewPath("spec", "runtimeRef")
 	if len(info.Spec.ReplicatedJobs) == 0 {
@@ -68,10 +63,7 @@ func (p *JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Er
 	if err := runtime.CheckNumNodes(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes); err != nil {
 		errs = append(errs, err)
 	}
-	if !p.HostNamesFromTemplate {
-		errs = append(errs, validatePodNames(info, job)...)
-	}
-	return errs
+	return append(errs, validatePodNames(info, job)...)
 }
 
 // podNameSuffix is what the Job controller appends to a Job's name for its pods.
@@ -84,6 +76,11 @@ const podNameSuffix = len("-xxxxx")
 func validatePodNames(info *runtime.Info, job *trainer.TrainJob) field.ErrorList {
 	maxLen, example := validation.DNS1035LabelMaxLength, ""
 	for _, rj := range info.Spec.ReplicatedJobs {
+		if rj.Template.Spec.Template.Spec.Hostname != "" {
+			// The pods' host name is the template's (a PyTorchJob's v1
+			// names), not one the Job controller derives from the JobSet's.
+			continue
+		}
 		replicas := max(rj.Replicas, 1)
 		pods := ptr.Deref(rj.Template.Spec.Parallelism, 1)
 		if rj.Name == info.TrainerJob {

@@ -1,6 +1,8 @@
 package jobset_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,6 +216,15 @@ func TestValidate(t *testing.T) {
 			job:  rtt.MakeTrainJob("ns", "job").NumNodes(0).Obj(),
 			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.trainer.numNodes"}},
 		},
+		"a name too long for the host names JobSet generates": {
+			rt:   rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(),
+			job:  rtt.MakeTrainJob("ns", strings.Repeat("n", 60)).NumNodes(1).Obj(),
+			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}},
+		},
+		"the same name with host names the pod templates set": {
+			rt:  withHostnames(rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj()),
+			job: rtt.MakeTrainJob("ns", strings.Repeat("n", 60)).NumNodes(1).Obj(),
+		},
 		"negative nodes from the runtime": {
 			rt:   rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").NumNodes(-1).Obj(),
 			job:  rtt.MakeTrainJob("ns", "job").Obj(),
@@ -385,4 +396,13 @@ func TestStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withHostnames sets a host name in every pod template of rt, as a
+// PyTorchJob's runtime does (v1's <job>-<replica type>-<index>).
+func withHostnames(rt *runtime.Runtime) *runtime.Runtime {
+	for k := range rt.Spec.Template.Spec.ReplicatedJobs {
+		rt.Spec.Template.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.Hostname = fmt.Sprintf("host-%d", k)
+	}
+	return rt
 }

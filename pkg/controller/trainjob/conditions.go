@@ -53,12 +53,9 @@ func deadline(job *trainer.TrainJob, status *trainer.TrainJobStatus) (time.Time,
 	if job.Spec.ActiveDeadlineSeconds == nil || trruntime.Suspended(job) {
 		return time.Time{}, false
 	}
-	start := job.CreationTimestamp.Time
-	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobSuspended); c != nil &&
-		c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start) {
-		start = c.LastTransitionTime.Time
-	}
-	return start.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second), true
+	// The deadline counts from the start of the current run, as the time
+	// pending does.
+	return pendingSince(job, status).Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second), true
 }
 
 // truncate keeps condition messages within the API's 32 KiB limit.

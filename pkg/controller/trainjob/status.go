@@ -20,6 +20,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
+	jobsetplugin "github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // pass collects what one Status call decides.
@@ -88,7 +89,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 
 	// 2. Past its deadline a job fails, and its JobSet goes, unless the
 	// JobSet finished first (and status had not caught up yet).
-	if at, ok := deadline(job, status); ok && !now.Before(at) && !jobSetFinished(js) {
+	if at, ok := deadline(job, status); ok && !now.Before(at) && !finishedJobSet(js) {
 		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")
 		p.event(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
 		if js != nil {
@@ -197,11 +198,9 @@ func (p *pass) expire() {
 	p.out.Requeue = left
 }
 
-// jobSetFinished reports whether the JobSet says it completed or failed.
-func jobSetFinished(js *jobsetv1alpha2.JobSet) bool {
-	if js == nil {
-		return false
-	}
-	return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)) ||
-		meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
+// finishedJobSet reports whether the JobSet completed or failed (the JobSet
+// plugin's rule, which also sets the job's terminal condition from it).
+func finishedJobSet(js *jobsetv1alpha2.JobSet) bool {
+	_, ok := jobsetplugin.Finished(js)
+	return ok
 }

@@ -9,6 +9,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // Reasons are <Kind><Reason>, as v1 wrote them.
@@ -212,24 +213,16 @@ func RoleOfReplicatedJob(name string) (kubeflowv1.ReplicaType, bool) {
 // exhausting backoffLimit; one whose pods do not (Never, ExitCode) fails
 // because its pods failed, and v1 said how many.
 func Terminal(job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, st *kubeflowv1.JobStatus) (t kubeflowv1.JobConditionType, reason, msg string, ok bool) {
-	if js == nil {
+	c, ok := jobset.Finished(js)
+	switch {
+	case !ok:
 		return "", "", "", false
+	case c.Type == string(jobsetv1alpha2.JobSetFailed):
+		return kubeflowv1.JobFailed, ReasonFailed, failureMessage(job, js, st, c.Message), true
+	case HasMaster(job):
+		return kubeflowv1.JobSucceeded, ReasonSucceeded, fmt.Sprintf("PyTorchJob %s is successfully completed.", job.Name), true
 	}
-	for _, c := range js.Status.Conditions {
-		if c.Status != metav1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case string(jobsetv1alpha2.JobSetCompleted):
-			if HasMaster(job) {
-				return kubeflowv1.JobSucceeded, ReasonSucceeded, fmt.Sprintf("PyTorchJob %s is successfully completed.", job.Name), true
-			}
-			return kubeflowv1.JobSucceeded, ReasonSucceeded, fmt.Sprintf("PyTorchJob %s/%s successfully completed.", job.Namespace, job.Name), true
-		case string(jobsetv1alpha2.JobSetFailed):
-			return kubeflowv1.JobFailed, ReasonFailed, failureMessage(job, js, st, c.Message), true
-		}
-	}
-	return "", "", "", false
+	return kubeflowv1.JobSucceeded, ReasonSucceeded, fmt.Sprintf("PyTorchJob %s/%s successfully completed.", job.Namespace, job.Name), true
 }
 
 func failureMessage(job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, st *kubeflowv1.JobStatus, jobSetMsg string) string {

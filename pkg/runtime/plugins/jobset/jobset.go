@@ -144,16 +144,12 @@ func (*JobSet) Status(job *trainer.TrainJob, obs *observe.Observed, status *trai
 	if js == nil {
 		return
 	}
-	for _, c := range js.Status.Conditions {
-		if c.Status != metav1.ConditionTrue {
-			continue
+	if c, ok := Finished(js); ok {
+		t := trainer.TrainJobComplete
+		if c.Type == string(jobsetv1alpha2.JobSetFailed) {
+			t = trainer.TrainJobFailed
 		}
-		switch c.Type {
-		case string(jobsetv1alpha2.JobSetCompleted):
-			setTerminal(status, trainer.TrainJobComplete, c)
-		case string(jobsetv1alpha2.JobSetFailed):
-			setTerminal(status, trainer.TrainJobFailed, c)
-		}
+		setTerminal(status, t, c)
 	}
 	byName := map[string]jobsetv1alpha2.ReplicatedJobStatus{}
 	for _, s := range js.Status.ReplicatedJobsStatus {
@@ -174,6 +170,22 @@ func (*JobSet) Status(job *trainer.TrainJob, obs *observe.Observed, status *trai
 			Suspended: ptr.To(s.Suspended),
 		})
 	}
+}
+
+// Finished returns the JobSet's terminal condition (Completed or Failed,
+// whichever is True first in its list) when it has one: the one rule of "the
+// JobSet finished" that every job kind's status follows (TrainJob's Complete
+// and Failed here, a PyTorchJob's Succeeded and Failed in pkg/legacy).
+func Finished(js *jobsetv1alpha2.JobSet) (metav1.Condition, bool) {
+	if js == nil {
+		return metav1.Condition{}, false
+	}
+	for _, c := range js.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetv1alpha2.JobSetCompleted) || c.Type == string(jobsetv1alpha2.JobSetFailed)) {
+			return c, true
+		}
+	}
+	return metav1.Condition{}, false
 }
 
 func setTerminal(status *trainer.TrainJobStatus, condType string, from metav1.Condition) {

@@ -406,3 +406,32 @@ func withHostnames(rt *runtime.Runtime) *runtime.Runtime {
 	}
 	return rt
 }
+
+// TestFinished: the first True terminal condition of the JobSet, the one rule
+// every job kind's status follows.
+func TestFinished(t *testing.T) {
+	cond := func(t jobsetv1alpha2.JobSetConditionType, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: string(t), Status: s, Reason: string(t) + "Reason"}
+	}
+	cases := map[string]struct {
+		conds  []metav1.Condition
+		want   string
+		wantOK bool
+	}{
+		"running":                 {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetStartupPolicyCompleted, metav1.ConditionTrue)}},
+		"completed":               {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetCompleted, metav1.ConditionTrue)}, want: "Completed", wantOK: true},
+		"failed, completed False": {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetCompleted, metav1.ConditionFalse), cond(jobsetv1alpha2.JobSetFailed, metav1.ConditionTrue)}, want: "Failed", wantOK: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			js := &jobsetv1alpha2.JobSet{Status: jobsetv1alpha2.JobSetStatus{Conditions: tc.conds}}
+			c, ok := jobset.Finished(js)
+			if ok != tc.wantOK || c.Type != tc.want {
+				t.Errorf("Finished = %q, %v; want %q, %v", c.Type, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+	if _, ok := jobset.Finished(nil); ok {
+		t.Error("Finished(nil) = true")
+	}
+}

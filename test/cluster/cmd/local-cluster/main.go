@@ -113,6 +113,7 @@ func up(args []string) error {
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
 	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
+	noManager := fs.Bool("no-manager", false, "run no manager and install none of Trainyard (CRDs, webhooks, runtimes, roles), for installing it as deployed: the Helm chart or a kustomize overlay (docs/install.md)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
 	var managerArgs multi
 	fs.Var(&managerArgs, "manager-arg", "extra argument for trainyard-manager (repeatable)")
@@ -149,7 +150,7 @@ func up(args []string) error {
 	c, err := cluster.Up(ctx, cluster.Options{
 		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
 		ContainerNodes: *containers, KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
-		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr,
+		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr, ExternalManager: *noManager,
 	})
 	if err != nil {
 		return err

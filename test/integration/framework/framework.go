@@ -72,6 +72,7 @@ type Env struct {
 	tmpDir       string
 	mu           sync.Mutex
 	stopMgr      context.CancelFunc
+	stopJobSet   func()
 	mgrDone      chan struct{}
 }
 
@@ -110,6 +111,11 @@ type Options struct {
 	// CRDPaths are more CRD files or directories to install (a scheduler's
 	// PodGroup, ...).
 	CRDPaths []string
+	// JobSetWebhooks runs JobSet's own webhooks for JobSets (defaulting, and
+	// the validation that keeps a suspended JobSet's template immutable but
+	// for what Kueue changes), as a cluster with JobSet installed has them.
+	// Needs Webhooks (for the serving certificate).
+	JobSetWebhooks bool
 }
 
 // Start brings up etcd, kube-apiserver with the CRDs, the garbage collector and
@@ -167,6 +173,14 @@ func Start(opts ...Options) (*Env, error) {
 	}
 	if err := e.startGC(assets); err != nil {
 		return nil, e.stopWith(err)
+	}
+	if o.JobSetWebhooks {
+		if !o.Webhooks {
+			return nil, e.stopWith(fmt.Errorf("JobSetWebhooks needs Webhooks"))
+		}
+		if err := e.startJobSetWebhooks(jobsetDir); err != nil {
+			return nil, e.stopWith(err)
+		}
 	}
 	return e, nil
 }
@@ -333,6 +347,9 @@ func (e *Env) Stop() error { return e.stopWith(nil) }
 
 func (e *Env) stopWith(cause error) error {
 	e.StopManager()
+	if e.stopJobSet != nil {
+		e.stopJobSet()
+	}
 	if e.gc != nil && e.gc.Process != nil {
 		_ = e.gc.Process.Kill()
 		<-e.gcDone

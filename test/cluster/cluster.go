@@ -186,7 +186,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if len(missing) > 0 {
 		fix := "run `make cluster-tools`"
 		if o.ContainerNodes > 0 {
-			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet kube-proxy coredns`"
+			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet kube-proxy coredns provisioner`"
 		}
 		return nil, fmt.Errorf("cluster: missing binaries (%s): %s", fix, strings.Join(missing, ", "))
 	}

@@ -173,7 +173,10 @@ func (c *Cluster) startContainerNodes(ctx context.Context) error {
 		}
 		c.progress("container node %s: containerd and kubelet up (kubelet API %s:%d)", ContainerNodeName(i), ip, node.kubeletPort)
 	}
-	return c.startClusterNetwork(ctx)
+	if err := c.startClusterNetwork(ctx); err != nil {
+		return err
+	}
+	return c.startStorage(ctx)
 }
 
 func (c *Cluster) kubeletArgs(i int, node containerNode) []string {

@@ -18,15 +18,17 @@ import (
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
-// TestContainerNode brings up a cluster with one container node (a real
-// kubelet on its own containerd), imports an image built here without a
-// container engine (a static Go binary in an OCI archive) into the node's
+// TestContainerNode brings up a cluster with two container nodes (real
+// kubelets, each on its own containerd), imports an image built here without
+// a container engine (a static Go binary in an OCI archive) into node 0's
 // containerd, runs it as a pod and reads its output with kubectl logs (API
-// server → kubelet → containerd's log file). It builds the kubelet and
-// installs the node's Debian packages first, and fails, with the fix, when
-// they are still missing.
+// server → kubelet → containerd's log file); then checks the nodes' network,
+// DNS and storage (checkPodNetwork) and that Down leaves nothing behind. It
+// builds the kubelet, kube-proxy, CoreDNS and the provisioner and installs
+// the nodes' Debian packages first, and fails, with the fix, when they are
+// still missing.
 func TestContainerNode(t *testing.T) {
-	o := Options{StateDir: t.TempDir(), ContainerNodes: 1, Runtimes: []string{}}
+	o := Options{StateDir: t.TempDir(), ContainerNodes: 2, Runtimes: []string{}}
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestContainerNode(t *testing.T) {
 		t.Fatal("container nodes need root")
 	}
 	for _, step := range [][]string{
-		{filepath.Join(o.RepoDir, "test", "tools", "build.sh"), o.BinDir, Kubelet, KubeProxy, CoreDNS},
+		{filepath.Join(o.RepoDir, "test", "tools", "build.sh"), o.BinDir, Kubelet, KubeProxy, CoreDNS, Provisioner},
 		{filepath.Join(o.RepoDir, ContainerNodePackagesScript)},
 	} {
 		cmd := exec.Command(step[0], step[1:]...)
@@ -52,7 +54,7 @@ func TestContainerNode(t *testing.T) {
 	if testing.Verbose() {
 		o.Progress = testWriter{t}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, down := upForTest(ctx, t, o)
 
@@ -121,16 +123,25 @@ func TestContainerNode(t *testing.T) {
 		t.Errorf("kubectl logs: %q: the container sees the host's root", out)
 	}
 
+	checkPodNetwork(ctx, t, c, dir)
+
 	if err := down(); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
-	// Down leaves no container, bridge or cgroup behind.
-	if linkExists(containerBridge(o.StateDir, 0)) {
-		t.Errorf("bridge %s still exists after Down", containerBridge(o.StateDir, 0))
+	// Down leaves no container, bridge, cgroup or iptables chain behind.
+	for i := 0; i < o.ContainerNodes; i++ {
+		if linkExists(containerBridge(o.StateDir, i)) {
+			t.Errorf("bridge %s still exists after Down", containerBridge(o.StateDir, i))
+		}
+		for _, m := range cgroupV1Mounts() {
+			if _, err := os.Stat(filepath.Join(m, containerCgroupRoot(o.StateDir, i))); err == nil {
+				t.Errorf("cgroup %s still exists after Down", filepath.Join(m, containerCgroupRoot(o.StateDir, i)))
+			}
+		}
 	}
-	for _, m := range cgroupV1Mounts() {
-		if _, err := os.Stat(filepath.Join(m, containerCgroupRoot(o.StateDir, 0))); err == nil {
-			t.Errorf("cgroup %s still exists after Down", filepath.Join(m, containerCgroupRoot(o.StateDir, 0)))
+	for _, table := range []string{"filter", "nat"} {
+		if iptables("-t", table, "-n", "-L", networkChain(o.StateDir)) == nil {
+			t.Errorf("iptables chain %s of table %s still exists after Down", networkChain(o.StateDir), table)
 		}
 	}
 	for _, m := range mountInfo() {

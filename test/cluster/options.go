@@ -36,9 +36,10 @@ type Options struct {
 	// ContainerNodes is the number of container nodes (container-node-0, …):
 	// real kubelets, each with its own containerd, whose pods run in real
 	// containers (containernode.go), with kube-proxy and CoreDNS for the
-	// host (containernode_network.go). They need bin/k8s/kubelet, kube-proxy
-	// and coredns (test/tools/build.sh bin/k8s kubelet kube-proxy coredns)
-	// and the packages of
+	// host (containernode_network.go) and a default StorageClass
+	// (containernode_storage.go). They need bin/k8s/kubelet, kube-proxy,
+	// coredns and provisioner (test/tools/build.sh bin/k8s kubelet
+	// kube-proxy coredns provisioner) and the packages of
 	// test/tools/container-node-packages.sh. Default 0.
 	ContainerNodes int
 	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
@@ -138,7 +139,8 @@ func Binaries(o Options) ([]string, error) {
 		bins = append(bins, o.ProcessNodeBinary)
 	}
 	if o.ContainerNodes > 0 {
-		bins = append(bins, filepath.Join(o.BinDir, Kubelet), filepath.Join(o.BinDir, KubeProxy), filepath.Join(o.BinDir, CoreDNS))
+		bins = append(bins, filepath.Join(o.BinDir, Kubelet), filepath.Join(o.BinDir, KubeProxy), filepath.Join(o.BinDir, CoreDNS),
+			filepath.Join(o.BinDir, Provisioner))
 	}
 	return bins, nil
 }

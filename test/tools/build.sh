@@ -15,7 +15,9 @@
 # test/tools/scheduler-plugins (local-cluster --gang-scheduler=coscheduling only) has the
 # scheduler-plugins kube-scheduler and controller, built together as the cluster's are.
 # test/tools/coredns (the container nodes' cluster DNS, built only for them) is CoreDNS
-# with the few plugins it needs, in a module of its own (its k8s.io versions are CoreDNS's).
+# with the few plugins it needs, in a module of its own (its k8s.io versions are CoreDNS's);
+# test/tools/provisioner (their StorageClass's hostPath provisioner) is a small main on
+# sig-storage-lib-external-provisioner, in a module of its own for the same reason.
 #
 # Each binary is rebuilt only when its module's go.mod/go.sum changed since it was built
 # (a stamp file beside the binary), so a warm run costs nothing. The go command's own
@@ -25,7 +27,7 @@
 # Usage: test/tools/build.sh OUTDIR [TARGET ...]
 # Targets: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #          kwok jobset-controller kueue-controller s3-server
-#          kubelet kube-proxy coredns (only for the local cluster's container nodes)
+#          kubelet kube-proxy coredns provisioner (only for the local cluster's container nodes)
 #          volcano-scheduler volcano-controller-manager
 #          scheduler-plugins-scheduler scheduler-plugins-controller
 set -euo pipefail
@@ -42,6 +44,7 @@ module_of() {
     etcd) echo etcd ;;
     s3-server) echo s3server ;;
     coredns) echo coredns ;;
+    provisioner) echo provisioner ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|jobset-controller) echo cluster ;;
     kubelet|kube-proxy) echo cluster ;;
     kueue-controller) echo kueue ;;
@@ -55,7 +58,7 @@ module_of() {
 # path element (jobset, kueue), renamed to TARGET afterwards.
 package_of() {
   case "$1" in
-    etcd|s3-server|coredns) echo . ;;
+    etcd|s3-server|coredns|provisioner) echo . ;;
     kube-*|kubectl|kubelet) echo "k8s.io/kubernetes/cmd/$1" ;;
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
     jobset-controller) echo sigs.k8s.io/jobset ;;

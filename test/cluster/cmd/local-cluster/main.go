@@ -109,7 +109,7 @@ func up(args []string) error {
 	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
 	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
-	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (builds bin/k8s/kubelet, kube-proxy, coredns; needs "+cluster.ContainerNodePackagesScript+")")
+	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (builds bin/k8s/kubelet, kube-proxy, coredns, provisioner; needs "+cluster.ContainerNodePackagesScript+")")
 	fw := fs.String("kueue-frameworks", strings.Join(cluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
 	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
@@ -129,7 +129,7 @@ func up(args []string) error {
 		return err
 	}
 	if *containers > 0 {
-		if err := buildTools("the container nodes' kubelet, kube-proxy and CoreDNS", cluster.Kubelet, cluster.KubeProxy, cluster.CoreDNS); err != nil {
+		if err := buildTools("the container nodes' kubelet, kube-proxy, CoreDNS and provisioner", cluster.Kubelet, cluster.KubeProxy, cluster.CoreDNS, cluster.Provisioner); err != nil {
 			return err
 		}
 		if err := installContainerNodePackages(); err != nil {

@@ -88,7 +88,7 @@ type containerNode struct {
 func ContainerNodePrerequisites() []error {
 	var errs []error
 	fix := "run " + ContainerNodePackagesScript + " (as root)"
-	for _, p := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, p := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "iptables"} {
 		if _, err := exec.LookPath(p); err != nil {
 			errs = append(errs, fmt.Errorf("%s is not on PATH: %s", p, fix))
 		}
@@ -101,19 +101,53 @@ func ContainerNodePrerequisites() []error {
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("container nodes need root (containerd, runc, cgroups, network namespaces)"))
 	}
-	if len(cgroupV1Mounts()) == 0 {
+	if v1 := cgroupV1Mounts(); len(v1) == 0 {
 		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
 			errs = append(errs, errors.New("no usable cgroup hierarchy: neither cgroup v1 controllers nor cgroup v2 is mounted under /sys/fs/cgroup"))
 		} else {
 			// cgroup v2 only: the cgroup root must have its controllers delegated;
 			// the container nodes were only tried on cgroup v1 (hybrid) machines.
-			errs = append(errs, errors.New("cgroup v2 (unified) hierarchy: container nodes support cgroup v1 only so far"))
+			errs = append(errs, errors.New("cgroup v2 (unified) hierarchy: container nodes support cgroup v1 only so far; "+
+				"boot with systemd.unified_cgroup_hierarchy=0 for a hybrid hierarchy"))
+		}
+	} else {
+		for _, ctl := range missingCgroupControllers(v1) {
+			errs = append(errs, fmt.Errorf("cgroup v1 controller %s is not mounted (the kubelet needs %s): "+
+				"mkdir -p /sys/fs/cgroup/%[1]s && mount -t cgroup -o %[1]s cgroup /sys/fs/cgroup/%[1]s, "+
+				"and if the kernel disabled it, remove cgroup_disable=%[1]s from its command line",
+				ctl, strings.Join(kubeletCgroupControllers, ", ")))
 		}
 	}
 	if b, err := os.ReadFile("/proc/filesystems"); err == nil && !strings.Contains(string(b), "overlay") {
 		errs = append(errs, errors.New("the kernel has no overlay filesystem (containerd's overlayfs snapshotter): modprobe overlay"))
 	}
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		errs = append(errs, errors.New("bridged traffic does not pass iptables (no /proc/sys/net/bridge; kube-proxy's Services need it): modprobe br_netfilter"))
+	}
 	return errs
+}
+
+// kubeletCgroupControllers are the cgroup v1 controllers the kubelet
+// refuses to start without (its cgroupRoot and QoS cgroups use them).
+var kubeletCgroupControllers = []string{"cpu", "cpuacct", "cpuset", "memory", "pids"}
+
+// missingCgroupControllers are the kubeletCgroupControllers that none of the
+// cgroup v1 mount points holds (a point is named after its controllers:
+// /sys/fs/cgroup/cpu,cpuacct).
+func missingCgroupControllers(mountPoints []string) []string {
+	have := map[string]bool{}
+	for _, m := range mountPoints {
+		for _, c := range strings.Split(filepath.Base(m), ",") {
+			have[c] = true
+		}
+	}
+	var missing []string
+	for _, c := range kubeletCgroupControllers {
+		if !have[c] {
+			missing = append(missing, c)
+		}
+	}
+	return missing
 }
 
 // startContainerNodes starts each node's containerd, imports the pause image,

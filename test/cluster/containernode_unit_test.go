@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestContainerNodeConfigs checks what the container nodes' configurations
@@ -35,5 +38,46 @@ func TestContainerNodeConfigs(t *testing.T) {
 	}
 	if got := unescapeMount(`/a\040b`); got != "/a b" {
 		t.Errorf("unescapeMount: %q", got)
+	}
+}
+
+func TestMissingCgroupControllers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mounts []string
+		want   []string
+	}{
+		{"one per hierarchy", []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"}, nil},
+		{"co-mounted", []string{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/systemd"}, nil},
+		{"memory disabled", []string{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/pids"}, []string{"memory"}},
+		{"systemd only", []string{"/sys/fs/cgroup/systemd"}, []string{"cpu", "cpuacct", "cpuset", "memory", "pids"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, missingCgroupControllers(tc.mounts)); diff != "" {
+				t.Errorf("missing controllers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestContainerNodePrerequisitesNameTheFix: with nothing on PATH every
+// missing program is reported with the script that installs it, and Up
+// would fail with the same errors before it starts anything
+// (prepareContainerNodes).
+func TestContainerNodePrerequisitesNameTheFix(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	var got []string
+	for _, err := range ContainerNodePrerequisites() {
+		got = append(got, err.Error())
+	}
+	for _, p := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "iptables"} {
+		want := p + " is not on PATH: run " + ContainerNodePackagesScript + " (as root)"
+		if !slices.Contains(got, want) {
+			t.Errorf("prerequisites %q lack %q", got, want)
+		}
+	}
+	c := &Cluster{o: Options{ContainerNodes: 1}}
+	if err := c.prepareContainerNodes(); err == nil || !strings.Contains(err.Error(), "containerd is not on PATH: run "+ContainerNodePackagesScript) {
+		t.Errorf("prepareContainerNodes: %v, want the missing containerd and its fix", err)
 	}
 }

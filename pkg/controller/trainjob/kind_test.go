@@ -2,7 +2,10 @@ package trainjob
 
 import (
 	"context"
+	"flag"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,8 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 )
 
 // tj is a TrainJob on a runtime: running (it has a JobSet and a phase), or
@@ -67,5 +72,56 @@ func TestRuntimeToTrainJobs(t *testing.T) {
 	}
 	if got := runtimeRefKey(tj("a", "x", "Job", "torch", false)); got != nil {
 		t.Errorf("runtimeRefKey of an unsupported kind = %v, want none", got)
+	}
+}
+
+func TestKindSettings(t *testing.T) {
+	k := NewKind()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	k.BindFlags(fs)
+	if err := fs.Parse([]string{"--trainjob-concurrency=7", "--status-write-delay=2s", "--counts-write-delay=0", "--kueue-mode=jobset"}); err != nil {
+		t.Fatal(err)
+	}
+	want := jobframework.Options{MaxConcurrentReconciles: 7, Delays: jobframework.Delays{StatusDelay: 2 * time.Second}}
+	if diff := cmp.Diff(want, k.Options); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+	fw, err := k.Framework()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := k.Framework(); again != fw {
+		t.Error("Framework built the pipeline twice")
+	}
+	if got := fw.Names(); len(got) == 0 || got[len(got)-1] != "JobSet" {
+		t.Errorf("plugins %v: want Trainyard's, JobSet last", got)
+	}
+	if k.Name() != "trainjob" || !k.Enabled() || len(k.Owned()) == 0 {
+		t.Errorf("Name %q, Enabled %v, Owned %d kinds", k.Name(), k.Enabled(), len(k.Owned()))
+	}
+	s := k8sruntime.NewScheme()
+	if err := k.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&trainer.TrainJob{}, &trainer.ClusterTrainingRuntime{}, &jobsetv1alpha2.JobSet{}} {
+		if _, _, err := s.ObjectKinds(o); err != nil {
+			t.Errorf("scheme: %v", err)
+		}
+	}
+}
+
+// A bad --kueue-mode fails the kind's setup before it touches the manager.
+func TestKindBadKueueMode(t *testing.T) {
+	k := NewKind()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	k.BindFlags(fs)
+	if err := fs.Parse([]string{"--kueue-mode=both"}); err != nil {
+		t.Fatal(err)
+	}
+	m := jobframework.NewManager(nil, nil)
+	for name, setup := range map[string]func(*jobframework.Manager) error{"controller": k.SetupWithManager, "webhooks": k.SetupWebhooks} {
+		if err := setup(m); err == nil || !strings.Contains(err.Error(), `--kueue-mode: unknown Kueue mode "both"`) {
+			t.Errorf("%s setup error %v, want the bad --kueue-mode", name, err)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package observe holds what the reconciler saw of one job's world in one
-// pass: its children, the pods they run, and the queue's Workloads. It is read
-// once per pass, before anything is written, and then only passed around:
-// status is computed from it without a client.
+// pass: its children, the pods they run, the queue's Workloads, and what the
+// job's kind reads besides (a TrainJob's runtime). It is read once per pass,
+// before anything is written, and then only passed around: the plan and the
+// status are computed from it without a client.
 package observe
 
 import (
@@ -29,6 +30,10 @@ type Observed struct {
 	Workloads []kueue.Workload
 	// KueueServed is whether the cluster serves Kueue's Workload API.
 	KueueServed bool
+	// Inputs are what the job's kind read for its plan besides the job and
+	// its children (jobframework.InputReader), in the kind's own type: a
+	// TrainJob's runtime and the objects its checks look up.
+	Inputs any
 }
 
 // JobSet returns the owned JobSet of this name, or nil.

@@ -41,9 +41,10 @@ type Adapter interface {
 	Ours(job client.Object) bool
 	// Plan returns the children the job should have now, or nil when nothing
 	// is to be synced this pass (a finished job, one past its deadline). It
-	// may read the job's runtime through r; it writes nothing. Input the user
-	// must fix is returned as a *framework.InvalidError.
-	Plan(ctx context.Context, r client.Reader, job client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error)
+	// reads nothing but the job and what was observed (what the kind needs
+	// besides, it reads in InputReader.ReadInputs); it writes nothing. Input
+	// the user must fix is returned as a *framework.InvalidError.
+	Plan(job client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error)
 	// Status computes the job's new state from the job, what was observed, and
 	// what syncing the plan did. It is pure: it reads no client and changes
 	// nothing but what it returns.
@@ -122,6 +123,14 @@ type (
 	// TrainJob): DeferStatus says for at most how long (0: no wait).
 	Deferrer interface {
 		DeferStatus(old, updated client.Object) time.Duration
+	}
+	// InputReader is a kind whose plan needs objects besides the job and its
+	// children (a TrainJob's runtime, a PriorityClass its checks look up).
+	// ReadInputs reads them, as part of observing, into obs.Inputs: nothing
+	// of a pass reads after observing. An error the plan should report goes
+	// into obs.Inputs; a returned error ends the pass (retried).
+	InputReader interface {
+		ReadInputs(ctx context.Context, r client.Reader, job client.Object, obs *observe.Observed) error
 	}
 	// Recorder is a kind with metrics. RecordSync is called by every pass
 	// that gets past its status step, whether it writes the status or defers

@@ -54,9 +54,14 @@ type fakeAdapter struct {
 	log      *opLog
 
 	planCalls, statusCalls int
-	gotObs                 *observe.Observed
-	gotSync                Sync
-	gotNow                 time.Time
+	// inputs is what ReadInputs reads (a ConfigMap by name; "" none);
+	// observed is set once the pass planned: reading then fails the test
+	// (TestReconcileReadsNothingAfterObserve).
+	inputs   string
+	observed bool
+	gotObs   *observe.Observed
+	gotSync  Sync
+	gotNow   time.Time
 }
 
 func (*fakeAdapter) Kind() string       { return "TrainJob" }
@@ -67,8 +72,9 @@ func (*fakeAdapter) Ours(o client.Object) bool {
 	return m == nil || *m == "trainer.kubeflow.org/trainjob-controller"
 }
 
-func (a *fakeAdapter) Plan(_ context.Context, _ client.Reader, job client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+func (a *fakeAdapter) Plan(job client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
 	a.planCalls++
+	a.observed = true
 	a.gotObs, a.gotNow = obs, now
 	if a.plan == nil {
 		return nil, nil
@@ -91,6 +97,19 @@ func (a *fakeAdapter) decide(job client.Object, obs *observe.Observed, s Sync, _
 	d := a.status(job, obs, s, a.log)
 	a.deferred = d.Defer
 	return d
+}
+
+// ReadInputs implements InputReader: the ConfigMap named inputs, if any.
+func (a *fakeAdapter) ReadInputs(ctx context.Context, r client.Reader, job client.Object, obs *observe.Observed) error {
+	if a.inputs == "" {
+		return nil
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: job.GetNamespace(), Name: a.inputs}, &cm); err != nil {
+		return err
+	}
+	obs.Inputs = &cm
+	return nil
 }
 
 // RecordSync implements Recorder.

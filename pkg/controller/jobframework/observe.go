@@ -38,9 +38,24 @@ func controllerUID(o client.Object) []string {
 }
 
 // observe reads, from the cache, everything a pass looks at: the job's
-// children of every served kind, the pods of its JobSet, and Kueue's
-// Workloads for it.
+// children of every served kind, the pods of its JobSet, Kueue's Workloads
+// for it, and what its kind reads besides (InputReader). Nothing is read
+// after it.
 func (r *Reconciler) observe(ctx context.Context, job client.Object) (*observe.Observed, error) {
+	obs, err := r.observeChildren(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	if in, ok := r.adapter.(InputReader); ok {
+		if err := in.ReadInputs(ctx, r.client, job, obs); err != nil {
+			return nil, fmt.Errorf("reading the inputs of %s %s: %w", r.adapter.Kind(), job.GetName(), err)
+		}
+	}
+	return obs, nil
+}
+
+// observeChildren reads the job's children, pods and Workloads.
+func (r *Reconciler) observeChildren(ctx context.Context, job client.Object) (*observe.Observed, error) {
 	obs := &observe.Observed{Children: childsync.Children{}, KueueServed: r.kueue}
 	for _, kind := range r.kinds {
 		list, err := r.newList(kind)

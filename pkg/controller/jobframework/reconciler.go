@@ -84,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var sync Sync
-	p, err := r.adapter.Plan(ctx, r.client, job, obs, now)
+	p, err := r.adapter.Plan(job, obs, now)
 	switch {
 	case err != nil:
 		sync.Err = err

@@ -8,7 +8,6 @@
 package pytorchjobcontroller
 
 import (
-	"context"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +80,7 @@ func passTime(now time.Time) metav1.Time { return metav1.NewTime(now.Truncate(ti
 // Plan implements jobframework.Adapter: nothing for a finished job, one that
 // fails validation, or one past its deadline; else the plan of Services and
 // JobSet for the defaulted job.
-func (a Adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *observe.Observed, now time.Time) (*plan.Plan, error) {
+func (a Adapter) Plan(o client.Object, _ *observe.Observed, now time.Time) (*plan.Plan, error) {
 	job := o.(*kubeflowv1.PyTorchJob)
 	if legacy.IsFinished(&job.Status) {
 		return nil, nil

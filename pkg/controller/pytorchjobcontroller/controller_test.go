@@ -1,7 +1,6 @@
 package pytorchjobcontroller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -98,7 +97,7 @@ func TestPlan(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.job.DeepCopy()
-			p, err := a.Plan(context.Background(), nil, tc.job, nil, now)
+			p, err := a.Plan(tc.job, nil, now)
 			if tc.wantInvalid != "" {
 				var ie *framework.InvalidError
 				if !errors.As(err, &ie) {

@@ -7,8 +7,10 @@ package trainjob
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -48,9 +50,41 @@ func (*Adapter) Ours(o client.Object) bool {
 	return m == nil || *m == trainer.TrainJobControllerName
 }
 
+// inputs are what a TrainJob's plan reads besides the job and its children,
+// read while observing (ReadInputs).
+type inputs struct {
+	// rt is the runtime: the snapshot on the job's JobSet, else the live one.
+	rt *runtime.Runtime
+	// err is why there is none (not found, unsupported, a failed read).
+	err error
+	// lookups are the field errors of the checks that need lookups
+	// (validation.ValidateLookups), made before the job's first JobSet.
+	lookups field.ErrorList
+}
+
+var _ jobframework.InputReader = (*Adapter)(nil)
+
+// ReadInputs implements jobframework.InputReader: the job's runtime and,
+// before its first JobSet, the checks the webhook makes with lookups, so that
+// their errors show in status when the webhook is not installed. A finished
+// job needs neither.
+func (*Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object, obs *observe.Observed) error {
+	job := o.(*trainer.TrainJob)
+	if finished(&job.Status) {
+		return nil
+	}
+	in := &inputs{}
+	in.rt, in.err = runtimeFor(ctx, r, job, obs)
+	if in.err == nil && obs.JobSet(job.Name) == nil {
+		in.lookups = validation.ValidateLookups(ctx, r, job, in.rt)
+	}
+	obs.Inputs = in
+	return nil
+}
+
 // Plan implements jobframework.Adapter. A finished job, or one past its
 // deadline, gets no plan: it never gets a new JobSet.
-func (a *Adapter) Plan(ctx context.Context, r client.Reader, o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+func (a *Adapter) Plan(o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
 	job := o.(*trainer.TrainJob)
 	if finished(&job.Status) {
 		return nil, nil
@@ -58,18 +92,19 @@ func (a *Adapter) Plan(ctx context.Context, r client.Reader, o client.Object, ob
 	if at, ok := deadline(job, &job.Status); ok && !now.Before(at) {
 		return nil, nil
 	}
-	rt, err := runtimeFor(ctx, r, job, obs)
-	if err != nil {
-		return nil, err
+	in, ok := obs.Inputs.(*inputs)
+	if !ok {
+		return nil, errors.New("the TrainJob's runtime was not read: ReadInputs comes first")
 	}
-	p, err := a.Render(job, rt)
+	if in.err != nil {
+		return nil, in.err
+	}
+	p, err := a.Render(job, in.rt)
 	if err != nil || obs.JobSet(job.Name) != nil {
 		return p, err
 	}
-	// Before the first JobSet, the checks the webhook makes with lookups, so
-	// that their errors show in status when the webhook is not installed.
-	if errs := validation.ValidateLookups(ctx, r, job, rt); len(errs) > 0 {
-		return nil, &framework.InvalidError{Errs: errs, Recheck: true}
+	if len(in.lookups) > 0 {
+		return nil, &framework.InvalidError{Errs: in.lookups, Recheck: true}
 	}
 	return p, nil
 }

@@ -1,7 +1,6 @@
 package trainjob
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -184,7 +183,7 @@ func TestPlan(t *testing.T) {
 			}
 			r := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objects...).Build()
 			before := tc.job.DeepCopy()
-			p, err := a.Plan(context.Background(), r, tc.job, obs, tNow)
+			p, err := planPass(t, a, r, tc.job, obs, tNow)
 			if diff := cmp.Diff(before, tc.job); diff != "" {
 				t.Errorf("Plan changed the job (-before +after):\n%s", diff)
 			}
@@ -255,7 +254,7 @@ func TestPlanSnapshotIsTheLiveRuntime(t *testing.T) {
 	r := fake.NewClientBuilder().WithScheme(scheme).WithObjects(live).Build()
 	a := newAdapter(t)
 	job := newJob()
-	p, err := a.Plan(context.Background(), r, job, observed(nil), tNow)
+	p, err := planPass(t, a, r, job, observed(nil), tNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +272,7 @@ func TestPlanSnapshotIsTheLiveRuntime(t *testing.T) {
 	edited := live.DeepCopy()
 	edited.Spec = torchRuntime("edited:2").Spec
 	r2 := fake.NewClientBuilder().WithScheme(scheme).WithObjects(edited).Build()
-	p2, err := a.Plan(context.Background(), r2, job, observed(p.JobSet()), tNow)
+	p2, err := planPass(t, a, r2, job, observed(p.JobSet()), tNow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestPlanFromCachedJobSet(t *testing.T) {
 
 	// A later pass sees the JobSet as the cache holds it.
 	obs := observed(stripped(t, created))
-	p, err = a.Plan(ctx, c, job, obs, tNow)
+	p, err = planPass(t, a, c, job, obs, tNow)
 	if err != nil {
 		t.Fatalf("Plan from the cached JobSet: %v", err)
 	}

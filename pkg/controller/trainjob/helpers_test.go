@@ -1,6 +1,7 @@
 package trainjob
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	"github.com/trainyard/trainyard/pkg/observe"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 )
@@ -325,4 +327,14 @@ func sent(out jobframework.Decision) []jobframework.Event {
 		return out.SyncEvents
 	}
 	return append(append([]jobframework.Event(nil), out.SyncEvents...), out.Events...)
+}
+
+// planPass is what a pass does to plan: read the inputs while observing, then
+// plan from what was observed, with nothing read after.
+func planPass(t *testing.T, a *Adapter, r client.Reader, job *trainer.TrainJob, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+	t.Helper()
+	if err := a.ReadInputs(context.Background(), r, job, obs); err != nil {
+		t.Fatalf("ReadInputs: %v", err)
+	}
+	return a.Plan(job, obs, now)
 }

@@ -1,7 +1,6 @@
 package testkind
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"time"
@@ -99,7 +98,7 @@ func runtimeOf(j *TestJob) *runtime.Runtime {
 
 // Plan runs the JobSet plugin on a runtime made from the TestJob: one
 // trainer job of Spec.Nodes pods.
-func (a adapter) Plan(_ context.Context, _ client.Reader, o client.Object, _ *observe.Observed, _ time.Time) (*plan.Plan, error) {
+func (a adapter) Plan(o client.Object, _ *observe.Observed, _ time.Time) (*plan.Plan, error) {
 	j := o.(*TestJob)
 	if finished(&j.Status) {
 		return nil, nil

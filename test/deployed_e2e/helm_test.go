@@ -50,22 +50,27 @@ func kubectl(ctx context.Context, args ...string) (string, error) {
 	return runTool(ctx, kubectlBin(), append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...)
 }
 
+// runTool runs bin from the repository (example paths work as in the docs)
+// and returns its standard output; the error has its standard error.
 func runTool(ctx context.Context, bin string, args ...string) (string, error) {
-	var out bytes.Buffer
+	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Dir = repo
 	// Helm keeps its cache and configuration under HOME: the cluster's.
 	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(c.StateDir(), "home"))
 	start := time.Now()
-	err := cmd.Run()
-	if err != nil {
-		return out.String(), fmt.Errorf("%s %s (after %s): %w", filepath.Base(bin), strings.Join(args, " "), time.Since(start).Round(time.Second), err)
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s (after %s): %w: %s", filepath.Base(bin), strings.Join(args, " "),
+			time.Since(start).Round(time.Second), err, strings.TrimSpace(errOut.String()))
 	}
 	return out.String(), nil
 }
 
 // describeManager says what the manager's pods are doing, for a failure.
 func describeManager(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	var b strings.Builder
 	for _, args := range [][]string{
 		{"get", "pods", "-n", managerNS, "-o", "wide"},

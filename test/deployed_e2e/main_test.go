@@ -8,7 +8,7 @@
 // Service, its metrics served over HTTPS.
 //
 // The tests run in the order of their files: those that need the chart
-// installed first, lifecycle_test.go last (helm upgrade, helm uninstall,
+// installed first, upgrade_test.go last (helm upgrade, helm uninstall,
 // then the kustomize standalone overlay).
 //
 // Needs root, the local cluster binaries and the kubelet (make cluster-tools,
@@ -27,11 +27,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
-	"github.com/trainyard/trainyard/test/images"
+	testimages "github.com/trainyard/trainyard/test/images"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
@@ -59,6 +61,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.Discard()) // the clients' logs; the manager's are its pods'
 	wd, _ := os.Getwd()
 	var err error
 	if repo, err = cluster.FindRepoDir(wd); err != nil {
@@ -77,8 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	managerArchive := filepath.Join(repo, "bin", "images", "trainyard-manager.oci.tar")
-	for _, p := range []string{helmBin(), managerArchive} {
+	for _, p := range append([]string{helmBin()}, archives()...) {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p)
 		}
@@ -89,14 +91,11 @@ func run(m *testing.M) int {
 	if errs := cluster.ContainerNodePrerequisites(); len(errs) > 0 {
 		return prereq.MainMissing(suite, fmt.Sprintf("container nodes cannot run here: %v", errs))
 	}
-	idx, err := images.ReadIndex(managerArchive)
-	if err != nil || len(idx.Manifests) != 1 {
-		fmt.Fprintf(os.Stderr, "%s e2e: %s: %v\n", suite, managerArchive, err)
+	if managerImage, err = imageRef(archive("trainyard-manager")); err != nil {
+		fmt.Fprintf(os.Stderr, "%s e2e: %v\n", suite, err)
 		return 1
 	}
-	managerImage = idx.Manifests[0].Annotations["io.containerd.image.name"]
 
-	start := time.Now()
 	if c, err = e2eutil.UpCluster(suite, o); err != nil {
 		fmt.Fprintf(os.Stderr, "%s e2e: %v\n", suite, err)
 		return 1
@@ -113,32 +112,67 @@ func run(m *testing.M) int {
 			_ = os.RemoveAll(c.StateDir())
 		}
 	}()
+	start := time.Now()
 	if cs, err = kubernetes.NewForConfig(c.RESTConfig()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return code
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	// Importing the training images (hundreds of MiB) into each node takes
+	// minutes on a busy 2-core machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := importImage(ctx, managerArchive); err != nil {
+	if err := c.ImportImages(ctx, archives()...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s e2e: %v\n", suite, err)
 		return code
 	}
+	imported := time.Now()
+	fmt.Fprintf(os.Stderr, "%s e2e: %d images imported into %d nodes in %s\n", suite, len(images), nodes, imported.Sub(start).Round(100*time.Millisecond))
 	if out, err := helm(ctx, installArgs()...); err != nil {
-		fmt.Fprintf(os.Stderr, "%s e2e: helm install: %v\n%s\n%s", suite, err, out, describeManager(ctx))
+		fmt.Fprintf(os.Stderr, "%s e2e: helm install: %v\n%s\n%s", suite, err, out, describeManager(context.Background()))
 		return code
 	}
-	fmt.Fprintf(os.Stderr, "%s e2e: cluster up and chart installed (manager %s) in %s\n", suite, managerImage, time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "%s e2e: chart installed (manager %s) in %s\n", suite, managerImage, time.Since(imported).Round(100*time.Millisecond))
 	code = m.Run()
 	return code
 }
 
-// importImage imports an OCI image archive into every container node's
-// containerd, where the kubelets find it without pulling.
-func importImage(ctx context.Context, archive string) error {
-	for i := 0; i < nodes; i++ {
-		if err := cluster.ImportImage(ctx, c.ContainerNodeSocket(i), archive); err != nil {
-			return fmt.Errorf("node %d: %w", i, err)
-		}
+// images are the archives of make images that the tests run: the manager's
+// and the initializer's, and the training images (test/images).
+var images = []string{"trainyard-manager", "trainyard-initializer", "torch", "mpi"}
+
+// archive is the OCI archive of an image in bin/images.
+func archive(name string) string { return filepath.Join(repo, "bin", "images", name+".oci.tar") }
+
+func archives() []string {
+	var as []string
+	for _, i := range images {
+		as = append(as, archive(i))
 	}
-	return nil
+	return as
+}
+
+// containerdRef is the annotation of an archive's index that containerd's
+// import takes as the image's name.
+const containerdRef = "io.containerd.image.name"
+
+// imageRef is the name an archive gives its image in the nodes' containerd.
+func imageRef(archive string) (string, error) {
+	idx, err := testimages.ReadIndex(archive)
+	if err != nil {
+		return "", err
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[containerdRef] == "" {
+		return "", fmt.Errorf("%s: not one image with a name", archive)
+	}
+	return idx.Manifests[0].Annotations[containerdRef], nil
+}
+
+// archiveImage is the image name of bin/images/<name>.oci.tar.
+func archiveImage(t *testing.T, name string) string {
+	t.Helper()
+	ref, err := imageRef(archive(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }

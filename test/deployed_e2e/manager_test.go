@@ -126,10 +126,10 @@ func TestMetricsOverHTTPS(t *testing.T) {
 	for _, tc := range []struct {
 		pod, sa, want string
 	}{
-		{"scrape-reader", scraperSA, "status: 200\ncontroller_runtime_active_workers{controller=\"trainjob\"}"},
+		{"scrape-reader", scraperSA, "status: 200\ngo_goroutines "},
 		{"scrape-other", "default", "status: 403\n"},
 	} {
-		phase, logs := runPod(t, ctx, scraperNS, tc.pod, tc.sa, image, url, "controller_runtime_active_workers{controller=\"trainjob\"}")
+		phase, logs := runPod(t, ctx, scraperNS, tc.pod, tc.sa, image, url, "go_goroutines ")
 		if phase != corev1.PodSucceeded || !strings.HasPrefix(logs, tc.want) {
 			t.Errorf("pod %s (ServiceAccount %s): %s, logs %q, want them to start with %q", tc.pod, tc.sa, phase, logs, tc.want)
 		}

@@ -36,7 +36,7 @@ func buildImage(t *testing.T, ctx context.Context, name string) string {
 	if err := cluster.WriteImageArchive(archive, image, []string{"/" + name}, cluster.ImageFile{Path: "/" + name, Data: data, Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
-	if err := importImage(ctx, archive); err != nil {
+	if err := c.ImportImages(ctx, archive); err != nil {
 		t.Fatal(err)
 	}
 	return image
@@ -51,6 +51,27 @@ func runPod(t *testing.T, ctx context.Context, ns, name, sa, image string, args 
 		TerminationGracePeriodSeconds: ptr.To[int64](1),
 		Containers:                    []corev1.Container{{Name: name, Image: image, Args: args, ImagePullPolicy: corev1.PullNever}},
 	}}
+	return finishPod(t, ctx, pod)
+}
+
+// runPodWithVolume runs command in image with the PersistentVolumeClaim
+// claim mounted at /opt/pytorch/output (seed 003's path), to its end.
+func runPodWithVolume(t *testing.T, ctx context.Context, ns, name, image, claim string, command ...string) (corev1.PodPhase, string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		Containers: []corev1.Container{{Name: name, Image: image, Command: command, ImagePullPolicy: corev1.PullNever,
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/pytorch/output"}}}},
+	}}
+	return finishPod(t, ctx, pod)
+}
+
+// finishPod creates pod and waits for its end; it returns its phase and logs.
+func finishPod(t *testing.T, ctx context.Context, pod *corev1.Pod) (corev1.PodPhase, string) {
+	t.Helper()
+	ns, name := pod.Namespace, pod.Name
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

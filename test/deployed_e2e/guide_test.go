@@ -1,0 +1,135 @@
+package deployed_e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/cluster"
+)
+
+// fashionRuntime is the runtime of examples/fashion-mnist/runtime.yaml.
+const fashionRuntime = "torch-distributed-fashion-mnist"
+
+// TestGuideInContainers: Kubeflow's PyTorch guide flow, as `make run` drives
+// it on a process node (test/local), through the trainyard CLI on the
+// Fashion-MNIST runtime in real containers: the dataset initializer (the
+// initializer image) delivers Fashion-MNIST, 2 nodes of the torch image train
+// it to Complete, `trainyard logs` prefixes each node's lines, and the
+// training code reports its progress to the manager's status server through
+// its Service (status.trainerStatus).
+func TestGuideInContainers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	if err := c.Apply(ctx, fashionRuntimeForContainers(t)); err != nil {
+		t.Fatal(err)
+	}
+	cli := buildCLI(t)
+	out, err := trainyardCLI(ctx, cli, "train", "--runtime", fashionRuntime, "--num-nodes", "2",
+		"--resources", "cpu=1,memory=2Gi", "examples/fashion-mnist/train.py")
+	job := strings.TrimSpace(out)
+	if err != nil || job == "" {
+		t.Fatalf("trainyard train: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = trainyardCLI(context.Background(), cli, "delete", job) })
+	if out, err := trainyardCLI(ctx, cli, "wait", job, "--timeout", "10m"); err != nil {
+		got, _ := trainyardCLI(ctx, cli, "get", job)
+		t.Fatalf("trainyard wait: %v: %s\n%s\n%s", err, out, got, describeManager(ctx))
+	}
+	var tj trainer.TrainJob
+	if err := c.Client().Get(ctx, client.ObjectKey{Namespace: "default", Name: job}, &tj); err != nil {
+		t.Fatal(err)
+	}
+	if !apimeta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
+		t.Fatalf("TrainJob %s not Complete: %+v", job, tj.Status.Conditions)
+	}
+	logs, err := trainyardCLI(ctx, cli, "logs", job)
+	if err != nil {
+		t.Fatalf("trainyard logs: %v: %s", err, logs)
+	}
+	for _, rank := range []string{"0", "1"} {
+		if !regexp.MustCompile(`(?m)^\[node-` + rank + `\]: `).MatchString(logs) {
+			t.Errorf("trainyard logs has no line of [node-%s]:\n%s", rank, logs)
+		}
+	}
+	if !strings.Contains(logs, "FASHION_MNIST_RESULT world_size=2 ") {
+		t.Errorf("trainyard logs: no FASHION_MNIST_RESULT of a world of 2:\n%s", logs)
+	}
+	ts := tj.Status.TrainerStatus
+	if ts == nil || ts.ProgressPercentage == nil || *ts.ProgressPercentage != 100 {
+		t.Errorf("status.trainerStatus %+v: the pods' progress reports did not reach the status server, want 100%%", ts)
+	}
+	t.Logf("TrainJob %s Complete; trainerStatus %+v", job, ts)
+}
+
+// fashionRuntimeForContainers is examples/fashion-mnist/runtime.yaml for
+// container nodes: the images of make images, and Debian's Fashion-MNIST
+// (dataset-fashion-mnist, which make debian-packages installs on this
+// machine, the nodes' host) mounted read-only where STORAGE_URI points. The
+// shared "initializer" volume is a hostPath, root's: the initializer (user
+// 65532 in its image) runs as root to write into it, as the process node's
+// does.
+func fashionRuntimeForContainers(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repo, cluster.FashionMNISTRuntimeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
+		t.Fatal(err)
+	}
+	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+	for _, rj := range rjs {
+		pod := rj.(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		ctr := pod["containers"].([]any)[0].(map[string]any)
+		switch ctr["name"] {
+		case "dataset-initializer":
+			ctr["image"] = archiveImage(t, "trainyard-initializer")
+			ctr["command"] = []any{"/trainyard-initializer", "dataset"}
+			ctr["securityContext"] = map[string]any{"runAsUser": int64(0)}
+			ctr["volumeMounts"] = append(ctr["volumeMounts"].([]any),
+				map[string]any{"name": "datasets", "mountPath": "/usr/share/datasets/fashion-mnist", "readOnly": true})
+			pod["volumes"] = append(pod["volumes"].([]any),
+				map[string]any{"name": "datasets", "hostPath": map[string]any{"path": "/usr/share/datasets/fashion-mnist", "type": "Directory"}})
+		case "node":
+			ctr["image"] = archiveImage(t, "torch")
+		}
+		ctr["imagePullPolicy"] = "Never"
+	}
+	if err := unstructured.SetNestedSlice(u.Object, rjs, "spec", "template", "spec", "replicatedJobs"); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// buildCLI builds cmd/trainyard.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "trainyard")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trainyard")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/trainyard: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// trainyardCLI runs the CLI in namespace default from the repository, so
+// that example paths work as in the docs.
+func trainyardCLI(ctx context.Context, bin string, args ...string) (string, error) {
+	return runTool(ctx, bin, append([]string{"--kubeconfig", c.Kubeconfig(), "-n", "default"}, args...)...)
+}

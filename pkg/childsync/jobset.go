@@ -20,12 +20,12 @@ import (
 //     (a queue's node selectors, a resume), or recreated when a part JobSet
 //     keeps immutable changed: a suspended JobSet runs no pods, so nothing is
 //     lost.
-func (s *Syncer) syncJobSet(ctx context.Context, owner client.Object, ownerSuspended bool, desired *jobsetv1alpha2.JobSet, current client.Object) (client.Object, Action, error) {
+func (s *Syncer) syncJobSet(ctx context.Context, ownerSuspended bool, desired *jobsetv1alpha2.JobSet, current client.Object) (client.Object, Action, error) {
 	if current == nil {
 		if _, err := Hashes(desired); err != nil {
 			return nil, None, err
 		}
-		if err := s.create(ctx, owner, desired); err != nil {
+		if err := s.create(ctx, desired); err != nil {
 			return nil, None, err
 		}
 		return desired, Created, nil

@@ -46,6 +46,19 @@ const (
 // else. It is never touched.
 var ErrNotOwned = errors.New("child not owned")
 
+// ExistsError is a create refused because an object of the child's kind and
+// name exists that the pass did not observe as the owner's child: the cache
+// is behind (it is the owner's), or someone else holds the name. The syncer
+// does not read to tell which: the next pass observes the object by its key
+// (taken) and either finds it the owner's child or reports ErrNotOwned.
+type ExistsError struct {
+	Key Key
+	Err error
+}
+
+func (e *ExistsError) Error() string { return e.Err.Error() }
+func (e *ExistsError) Unwrap() error { return e.Err }
+
 // ErrKindNotServed means the plan has a child whose kind the cluster does not serve
 // (its CRD was not installed when the manager started).
 var ErrKindNotServed = errors.New("kind not served")
@@ -108,11 +121,13 @@ func (s *Syncer) KeyOf(obj client.Object) (Key, error) {
 }
 
 // Sync applies p for owner, child by child in the plan's order, given the
-// children observed at the start of the pass. A plan with a child of a kind
+// children observed at the start of the pass and the objects observed under a
+// planned child's key that owner does not control (taken: ErrNotOwned, never
+// touched). A plan with a child of a kind
 // the cluster does not serve writes nothing (a job never runs without, say,
 // its gang). It stops at the first error: a later child may depend on an
 // earlier one (a Service before the pods that look it up).
-func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, observed Children) (Result, error) {
+func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, observed, taken Children) (Result, error) {
 	res := Result{Actions: map[Key]Action{}, Children: Children{}}
 	for k, v := range observed {
 		res.Children[k] = v
@@ -134,6 +149,9 @@ func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, ob
 		if err := s.own(owner, desired); err != nil {
 			return res, err
 		}
+		if t, ok := taken[key]; ok && observed[key] == nil && !metav1.IsControlledBy(t, owner) {
+			return res, s.notOwned(owner, t)
+		}
 		current := observed[key]
 		var now client.Object
 		var action Action
@@ -144,17 +162,17 @@ func (s *Syncer) Sync(ctx context.Context, owner client.Object, p *plan.Plan, ob
 			if !ok {
 				return res, fmt.Errorf("plan rule %s on a %T", child.Rule, desired)
 			}
-			now, action, err = s.syncJobSet(ctx, owner, p.Suspended, js, current)
+			now, action, err = s.syncJobSet(ctx, p.Suspended, js, current)
 		case plan.RuleCreateOnce:
-			now, action, err = s.createOnce(ctx, owner, child, current)
+			now, action, err = s.createOnce(ctx, child, current)
 		case plan.RuleApply:
-			now, action, err = s.applyChild(ctx, owner, desired, current)
+			now, action, err = s.applyChild(ctx, desired, current)
 		case plan.RuleApplyWhileSuspended:
 			if current != nil && !p.Suspended {
 				now = current // running: the scheduler's, not ours to change
 				break
 			}
-			now, action, err = s.applyChild(ctx, owner, desired, current)
+			now, action, err = s.applyChild(ctx, desired, current)
 		default:
 			err = fmt.Errorf("unknown plan rule %q for %s", child.Rule, key)
 		}
@@ -185,41 +203,33 @@ func (s *Syncer) own(owner, obj client.Object) error {
 	return nil
 }
 
-// create creates obj; AlreadyExists of an object someone else controls is
-// ErrNotOwned (the cache had not seen it as the owner's child).
-func (s *Syncer) create(ctx context.Context, owner, obj client.Object) error {
+// create creates obj. An AlreadyExists is an *ExistsError: whose the object
+// is, the next pass observes.
+func (s *Syncer) create(ctx context.Context, obj client.Object) error {
 	err := s.Client.Create(ctx, obj, client.FieldOwner(s.FieldOwner))
 	if err == nil {
 		return nil
 	}
+	err = fmt.Errorf("creating %s %s: %w", s.kindOf(obj), obj.GetName(), err)
 	if apierrors.IsAlreadyExists(err) {
-		if nerr := s.notOwned(ctx, owner, obj); nerr != nil {
-			return nerr
+		key, kerr := s.KeyOf(obj)
+		if kerr != nil {
+			return errors.Join(err, kerr)
 		}
+		return &ExistsError{Key: key, Err: err}
 	}
-	return fmt.Errorf("creating %s %s: %w", s.kindOf(obj), obj.GetName(), err)
+	return err
 }
 
-// notOwned returns ErrNotOwned when an object named like obj exists and is
-// not controlled by owner (nil when it is, or cannot be read).
-func (s *Syncer) notOwned(ctx context.Context, owner, obj client.Object) error {
-	existing, ok := obj.DeepCopyObject().(client.Object)
-	if !ok {
-		return nil
-	}
-	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
-		return nil
-	}
-	if metav1.IsControlledBy(existing, owner) {
-		return nil
-	}
+// notOwned is the ErrNotOwned of an object someone else holds the name of.
+func (s *Syncer) notOwned(owner, existing client.Object) error {
 	return fmt.Errorf("%w: %s %s/%s already exists and is not controlled by %s %s; delete or rename one of them",
-		ErrNotOwned, s.kindOf(obj), obj.GetNamespace(), obj.GetName(), s.kindOf(owner), owner.GetName())
+		ErrNotOwned, s.kindOf(existing), owner.GetNamespace(), existing.GetName(), s.kindOf(owner), owner.GetName())
 }
 
 // createOnce applies plan.RuleCreateOnce; the child's BeforeCreate runs only
 // when the object is about to be created.
-func (s *Syncer) createOnce(ctx context.Context, owner client.Object, child plan.Child, current client.Object) (client.Object, Action, error) {
+func (s *Syncer) createOnce(ctx context.Context, child plan.Child, current client.Object) (client.Object, Action, error) {
 	if current != nil {
 		return current, None, nil
 	}
@@ -229,10 +239,7 @@ func (s *Syncer) createOnce(ctx context.Context, owner client.Object, child plan
 			return nil, None, fmt.Errorf("preparing %s %s: %w", s.kindOf(desired), desired.GetName(), err)
 		}
 	}
-	if err := s.create(ctx, owner, desired); err != nil {
-		if apierrors.IsAlreadyExists(err) && !errors.Is(err, ErrNotOwned) {
-			return nil, None, nil // ours, created by an earlier pass the cache has not seen yet
-		}
+	if err := s.create(ctx, desired); err != nil {
 		return nil, None, err
 	}
 	return desired, Created, nil
@@ -240,7 +247,7 @@ func (s *Syncer) createOnce(ctx context.Context, owner client.Object, child plan
 
 // applyChild applies plan.RuleApply: server-side apply when the rendering
 // changed, creating the child when absent.
-func (s *Syncer) applyChild(ctx context.Context, owner, desired, current client.Object) (client.Object, Action, error) {
+func (s *Syncer) applyChild(ctx context.Context, desired, current client.Object) (client.Object, Action, error) {
 	u, err := ToUnstructured(desired)
 	if err != nil {
 		return current, None, err
@@ -265,7 +272,7 @@ func (s *Syncer) applyChild(ctx context.Context, owner, desired, current client.
 		return current, None, nil
 	}
 	if current == nil {
-		if err := s.create(ctx, owner, desired); err != nil {
+		if err := s.create(ctx, desired); err != nil {
 			return nil, None, err
 		}
 		return desired, Created, nil

@@ -218,6 +218,7 @@ func TestSyncJobSet(t *testing.T) {
 		// objs are in the cluster; observed is what the pass saw.
 		objs           []client.Object
 		observed       func(objs []client.Object) Children
+		taken          func(objs []client.Object) Children
 		desired        *jobsetv1alpha2.JobSet
 		ownerSuspended bool
 		fail           map[string]error
@@ -245,11 +246,19 @@ func TestSyncJobSet(t *testing.T) {
 			wantErrMsg:  "already exists",
 			wantSuspend: ptr.To(false),
 		},
-		"absent, but someone else's exists: ErrNotOwned": {
-			objs:       []client.Object{existing(t, jobSet(false), otherOwner())},
-			desired:    jobSet(false),
-			wantWrites: []string{"create JobSet/job"},
-			wantErr:    ErrNotOwned,
+		"absent, but someone else's exists: AlreadyExists, whose is for the next pass to observe": {
+			objs:        []client.Object{existing(t, jobSet(false), otherOwner())},
+			desired:     jobSet(false),
+			wantWrites:  []string{"create JobSet/job"},
+			wantErrMsg:  "already exists",
+			wantSuspend: ptr.To(false),
+		},
+		"someone else's observed under the name: ErrNotOwned, nothing written": {
+			objs:        []client.Object{existing(t, jobSet(false), otherOwner())},
+			taken:       observedAll,
+			desired:     jobSet(false),
+			wantErr:     ErrNotOwned,
+			wantSuspend: ptr.To(false),
 		},
 		"absent, create fails": {
 			desired:    jobSet(false),
@@ -381,7 +390,11 @@ func TestSyncJobSet(t *testing.T) {
 				observed = tc.observed(readBack(t, s.Client, objs))
 			}
 			p := &plan.Plan{Children: []plan.Child{plan.JobSet(tc.desired)}, Suspended: tc.ownerSuspended}
-			res, err := s.Sync(context.Background(), owner(), p, observed)
+			var taken Children
+			if tc.taken != nil {
+				taken = tc.taken(readBack(t, s.Client, objs))
+			}
+			res, err := s.Sync(context.Background(), owner(), p, observed, taken)
 			checkErr(t, err, tc.wantErr, tc.wantErrMsg)
 			if diff := cmp.Diff(tc.wantAction, res.Action(jobSetGK, "job")); diff != "" {
 				t.Errorf("action (-want +got):\n%s", diff)
@@ -477,7 +490,7 @@ func TestRecreateDeletesByUID(t *testing.T) {
 	s, log := newSyncer(t, nil, nil, old.DeepCopy())
 	observed := Children{{GroupKind: jobSetGK, Name: "job"}: old}
 	p := &plan.Plan{Children: []plan.Child{plan.JobSet(jobSet(true, newImage))}, Suspended: true}
-	if _, err := s.Sync(context.Background(), owner(), p, observed); err != nil {
+	if _, err := s.Sync(context.Background(), owner(), p, observed, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(log.deletes) != 1 {
@@ -555,11 +568,13 @@ func TestCreateOnce(t *testing.T) {
 	cases := map[string]struct {
 		objs       []client.Object
 		observed   bool
+		taken      bool // the objects are observed as taken names
 		fail       map[string]error
 		wantAction Action
 		wantWrites []string
 		wantChild  bool
 		wantErr    error
+		wantErrMsg string
 	}{
 		"absent: created": {
 			wantAction: Created,
@@ -571,19 +586,26 @@ func TestCreateOnce(t *testing.T) {
 			observed:  true,
 			wantChild: true,
 		},
-		"absent from the cache, exists and ours: fine": {
+		// Whose it is, the next pass observes (the syncer reads nothing).
+		"absent from the cache, exists and ours: AlreadyExists": {
 			objs:       []client.Object{ownedBy(t, secret("ssh"), owner())},
 			wantWrites: []string{"create Secret/ssh"},
+			wantErrMsg: "already exists",
 		},
-		"absent from the cache, exists and not ours": {
+		"absent from the cache, exists and not ours: AlreadyExists": {
 			objs:       []client.Object{ownedBy(t, secret("ssh"), otherOwner())},
 			wantWrites: []string{"create Secret/ssh"},
-			wantErr:    ErrNotOwned,
+			wantErrMsg: "already exists",
 		},
-		"absent from the cache, exists without owner": {
-			objs:       []client.Object{secret("ssh")},
-			wantWrites: []string{"create Secret/ssh"},
-			wantErr:    ErrNotOwned,
+		"observed as taken, not ours: ErrNotOwned, nothing written": {
+			objs:    []client.Object{ownedBy(t, secret("ssh"), otherOwner())},
+			taken:   true,
+			wantErr: ErrNotOwned,
+		},
+		"observed as taken, without owner: ErrNotOwned": {
+			objs:    []client.Object{secret("ssh")},
+			taken:   true,
+			wantErr: ErrNotOwned,
 		},
 		"create fails": {
 			fail:       map[string]error{"create Secret/ssh": errBoom},
@@ -598,9 +620,13 @@ func TestCreateOnce(t *testing.T) {
 			if tc.observed {
 				observed = observedAll(readBack(t, s.Client, tc.objs))
 			}
+			var taken Children
+			if tc.taken {
+				taken = observedAll(readBack(t, s.Client, tc.objs))
+			}
 			p := &plan.Plan{Children: []plan.Child{plan.CreateOnce(secret("ssh"))}}
-			res, err := s.Sync(context.Background(), owner(), p, observed)
-			checkErr(t, err, tc.wantErr, "")
+			res, err := s.Sync(context.Background(), owner(), p, observed, taken)
+			checkErr(t, err, tc.wantErr, tc.wantErrMsg)
 			if diff := cmp.Diff(tc.wantAction, res.Action(secretGK, "ssh")); diff != "" {
 				t.Errorf("action (-want +got):\n%s", diff)
 			}
@@ -659,7 +685,7 @@ func TestCreateOnceBeforeCreate(t *testing.T) {
 				return nil
 			}
 			p := &plan.Plan{Children: []plan.Child{plan.CreateOnceWith(secret("ssh"), fill)}}
-			_, err := s.Sync(context.Background(), owner(), p, observed)
+			_, err := s.Sync(context.Background(), owner(), p, observed, nil)
 			checkErr(t, err, tc.wantErr, "")
 			if calls != tc.wantCalls {
 				t.Errorf("BeforeCreate called %d times, want %d", calls, tc.wantCalls)
@@ -689,7 +715,7 @@ func applied(t *testing.T, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	t.Helper()
 	s, _ := newSyncer(t, nil, nil)
 	p := &plan.Plan{Children: []plan.Child{plan.Apply(cm)}}
-	if _, err := s.Sync(context.Background(), owner(), p, nil); err != nil {
+	if _, err := s.Sync(context.Background(), owner(), p, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	return cm
@@ -700,12 +726,14 @@ func TestApply(t *testing.T) {
 	cases := map[string]struct {
 		objs       []client.Object
 		observed   bool
+		taken      bool // the objects are observed as taken names
 		desired    *corev1.ConfigMap
 		fail       map[string]error
 		wantAction Action
 		wantWrites []string
 		wantData   string
 		wantErr    error
+		wantErrMsg string
 	}{
 		"absent: created": {
 			desired:    configMap("a b"),
@@ -760,12 +788,19 @@ func TestApply(t *testing.T) {
 			wantData:   "a b",
 			wantErr:    errBoom,
 		},
-		"absent from the cache, someone else's exists": {
+		"absent from the cache, someone else's exists: AlreadyExists": {
 			objs:       []client.Object{ownedBy(t, configMap("theirs"), otherOwner())},
 			desired:    configMap("a b"),
 			wantWrites: []string{"create ConfigMap/hosts"},
 			wantData:   "theirs",
-			wantErr:    ErrNotOwned,
+			wantErrMsg: "already exists",
+		},
+		"someone else's observed as taken: ErrNotOwned, nothing written": {
+			objs:     []client.Object{ownedBy(t, configMap("theirs"), otherOwner())},
+			taken:    true,
+			desired:  configMap("a b"),
+			wantData: "theirs",
+			wantErr:  ErrNotOwned,
 		},
 	}
 	for name, tc := range cases {
@@ -779,16 +814,20 @@ func TestApply(t *testing.T) {
 			if tc.observed {
 				observed = observedAll(readBack(t, s.Client, objs))
 			}
+			var taken Children
+			if tc.taken {
+				taken = observedAll(readBack(t, s.Client, objs))
+			}
 			p := &plan.Plan{Children: []plan.Child{plan.Apply(tc.desired)}}
-			res, err := s.Sync(context.Background(), owner(), p, observed)
-			checkErr(t, err, tc.wantErr, "")
+			res, err := s.Sync(context.Background(), owner(), p, observed, taken)
+			checkErr(t, err, tc.wantErr, tc.wantErrMsg)
 			if diff := cmp.Diff(tc.wantAction, res.Action(configMapGK, "hosts")); diff != "" {
 				t.Errorf("action (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantWrites, log.writes); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			if tc.desired.Annotations[RenderHashAnnotation] == "" || tc.desired.Annotations[RenderHashAnnotation] == "stale" {
+			if h := tc.desired.Annotations[RenderHashAnnotation]; !errors.Is(err, ErrNotOwned) && (h == "" || h == "stale") {
 				t.Errorf("desired render hash = %q, want a hash", tc.desired.Annotations[RenderHashAnnotation])
 			}
 			var got corev1.ConfigMap
@@ -814,7 +853,7 @@ func TestSyncOwnsChildren(t *testing.T) {
 	cm := configMap("a")
 	cm.Labels = map[string]string{"app": "x"}
 	p := &plan.Plan{Children: []plan.Child{plan.Apply(cm), plan.CreateOnce(secret("ssh")), plan.JobSet(jobSet(false))}}
-	res, err := s.Sync(context.Background(), owner(), p, nil)
+	res, err := s.Sync(context.Background(), owner(), p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -926,7 +965,7 @@ func TestSyncErrors(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, log := newSyncer(t, tc.fail, tc.served)
-			res, err := s.Sync(context.Background(), owner(), &plan.Plan{Children: tc.children}, tc.observed)
+			res, err := s.Sync(context.Background(), owner(), &plan.Plan{Children: tc.children}, tc.observed, nil)
 			checkErr(t, err, tc.wantErr, tc.wantErrMsg)
 			if diff := cmp.Diff(tc.wantWrites, log.writes); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
@@ -962,7 +1001,7 @@ func TestKindNotServedMessage(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, log := newSyncer(t, nil, []schema.GroupKind{})
-			_, err := s.Sync(context.Background(), tc.owner, &plan.Plan{Children: []plan.Child{plan.Apply(configMap("a"))}}, nil)
+			_, err := s.Sync(context.Background(), tc.owner, &plan.Plan{Children: []plan.Child{plan.Apply(configMap("a"))}}, nil, nil)
 			checkErr(t, err, ErrKindNotServed, tc.want)
 			if len(log.writes) != 0 {
 				t.Errorf("writes = %v, want none", log.writes)
@@ -1108,7 +1147,7 @@ func TestApplyWhileSuspended(t *testing.T) {
 				observed = observedAll(readBack(t, s.Client, objs))
 			}
 			p := &plan.Plan{Children: []plan.Child{plan.ApplyWhileSuspended(tc.desired)}, Suspended: tc.suspended}
-			res, err := s.Sync(context.Background(), owner(), p, observed)
+			res, err := s.Sync(context.Background(), owner(), p, observed, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

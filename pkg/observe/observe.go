@@ -30,6 +30,11 @@ type Observed struct {
 	Workloads []kueue.Workload
 	// KueueServed is whether the cluster serves Kueue's Workload API.
 	KueueServed bool
+	// Taken are objects under the name of a child the job plans that the
+	// job does not control, observed because an earlier pass's create of
+	// that name was refused (AlreadyExists): syncing reports them as not
+	// owned and never touches them.
+	Taken childsync.Children
 	// Inputs are what the job's kind read for its plan besides the job and
 	// its children (jobframework.InputReader), in the kind's own type: a
 	// TrainJob's runtime and the objects its checks look up.

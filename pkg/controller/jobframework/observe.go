@@ -46,6 +46,9 @@ func (r *Reconciler) observe(ctx context.Context, job client.Object) (*observe.O
 	if err != nil {
 		return nil, err
 	}
+	if obs.Taken, err = r.observeTaken(ctx, job, obs); err != nil {
+		return nil, err
+	}
 	if in, ok := r.adapter.(InputReader); ok {
 		if err := in.ReadInputs(ctx, r.client, job, obs); err != nil {
 			return nil, fmt.Errorf("reading the inputs of %s %s: %w", r.adapter.Kind(), job.GetName(), err)

@@ -2,14 +2,17 @@ package jobframework
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 )
@@ -77,5 +80,49 @@ func TestReconcileReadsNothingAfterObserve(t *testing.T) {
 				t.Errorf("Plan saw inputs %v, want the ConfigMap ReadInputs read", a.gotObs.Inputs)
 			}
 		})
+	}
+}
+
+// TestReconcileObservesTakenNames: a create refused because someone else holds
+// the name is retried, and the next pass observes what holds it (with nothing
+// read after observing): syncing then reports ErrNotOwned and writes nothing.
+func TestReconcileObservesTakenNames(t *testing.T) {
+	theirs := configMapOf("hosts", "other-uid")
+	a := &fakeAdapter{plan: func(client.Object, *observe.Observed) (*plan.Plan, error) {
+		return &plan.Plan{Children: []plan.Child{plan.Apply(configMapOf("hosts", ""))}}, nil
+	}}
+	late := 0
+	funcs := interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if a.observed {
+				late++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}
+	f := newFixture(t, a, fixtureOpts{objs: []client.Object{trainJob(), theirs}, funcs: funcs, kinds: []schema.GroupVersionKind{configMapGVK}})
+	f.r.decide = nil // the framework's rules: the refused create is retried
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: "job"}}
+
+	_, err := f.r.Reconcile(context.Background(), req)
+	var exists *childsync.ExistsError
+	if !errors.As(err, &exists) || !errors.As(a.gotSync.Err, &exists) {
+		t.Fatalf("first pass: error %v, sync error %v; want the refused create (retried)", err, a.gotSync.Err)
+	}
+	a.observed = false
+	if _, err := f.r.Reconcile(context.Background(), req); err != nil {
+		t.Fatalf("second pass: %v (ErrNotOwned is not retried)", err)
+	}
+	if !errors.Is(a.gotSync.Err, childsync.ErrNotOwned) {
+		t.Errorf("second pass: sync error %v, want ErrNotOwned", a.gotSync.Err)
+	}
+	if got := a.gotObs.Taken[exists.Key]; got == nil || got.GetName() != "hosts" {
+		t.Errorf("second pass observed taken %v, want the ConfigMap hosts", a.gotObs.Taken)
+	}
+	if diff := cmp.Diff([]string{"create *v1.ConfigMap hosts"}, f.log.get()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if late > 0 {
+		t.Errorf("%d reads after observing", late)
 	}
 }

@@ -42,6 +42,9 @@ type Reconciler struct {
 	// expected are children created by a pass that the cache has not shown
 	// yet (timed by wall).
 	expected expected
+	// taken are, per job, the keys of children whose create was refused
+	// (AlreadyExists): observe reads what holds each name.
+	taken taken
 	// decide replaces Decide when set (a test decides for its adapter).
 	decide func(Adapter, client.Object, *observe.Observed, Sync, time.Time) Decision
 }
@@ -62,6 +65,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.held.done(req.NamespacedName)
 			r.expected.forget(req.NamespacedName)
+			r.taken.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -90,8 +94,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		sync.Err = err
 	case p != nil:
 		sync.Planned = true
-		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children)
+		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children, obs.Taken)
 		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
+		r.taken.refused(req.NamespacedName, sync.Err)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
 		}

@@ -82,7 +82,7 @@ func TestPlanFromCachedJobSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := syncer.Sync(ctx, job, p, nil)
+	res, err := syncer.Sync(ctx, job, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestPlanFromCachedJobSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Plan from the cached JobSet: %v", err)
 	}
-	res, err = syncer.Sync(ctx, job, p, obs.Children)
+	res, err = syncer.Sync(ctx, job, p, obs.Children, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

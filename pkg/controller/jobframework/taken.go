@@ -1,0 +1,132 @@
+package jobframework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/pkg/childsync"
+	"github.com/trainyard/trainyard/pkg/observe"
+)
+
+// taken remembers, per job, the children whose create was refused because
+// something already holds the name (childsync.ExistsError). The syncer does
+// not read to find out whose it is; the next pass observes it by name
+// (observeTaken), with everything else it reads.
+type taken struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName][]childsync.Key
+}
+
+// refused records the key of a refused create in a pass's sync error.
+func (t *taken) refused(job types.NamespacedName, err error) {
+	var e *childsync.ExistsError
+	if !errors.As(err, &e) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.jobs == nil {
+		t.jobs = map[types.NamespacedName][]childsync.Key{}
+	}
+	for _, k := range t.jobs[job] {
+		if k == e.Key {
+			return
+		}
+	}
+	t.jobs[job] = append(t.jobs[job], e.Key)
+}
+
+func (t *taken) keys(job types.NamespacedName) []childsync.Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]childsync.Key(nil), t.jobs[job]...)
+}
+
+// forget drops what was remembered for a job (it is gone).
+func (t *taken) forget(job types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.jobs, job)
+}
+
+// keep replaces the job's remembered keys.
+func (t *taken) keep(job types.NamespacedName, keys []childsync.Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(keys) == 0 {
+		delete(t.jobs, job)
+		return
+	}
+	if t.jobs == nil {
+		t.jobs = map[types.NamespacedName][]childsync.Key{}
+	}
+	t.jobs[job] = keys
+}
+
+// observeTaken reads, from the cache, what holds each name whose create was
+// refused and that the job's observed children do not hold. A name found to
+// be the job's child, or free, is forgotten.
+func (r *Reconciler) observeTaken(ctx context.Context, job client.Object, obs *observe.Observed) (childsync.Children, error) {
+	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
+	keys := r.taken.keys(key)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var out childsync.Children
+	var still []childsync.Key
+	for _, k := range keys {
+		if _, ours := obs.Children[k]; ours {
+			continue
+		}
+		o, err := r.objectOf(k)
+		if err != nil {
+			return nil, err
+		}
+		err = r.client.Get(ctx, client.ObjectKey{Namespace: job.GetNamespace(), Name: k.Name}, o)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading %s of %s %s: %w", k, r.adapter.Kind(), job.GetName(), err)
+		case metav1.IsControlledBy(o, job):
+			continue
+		}
+		if out == nil {
+			out = childsync.Children{}
+		}
+		out[k] = o
+		still = append(still, k)
+	}
+	r.taken.keep(key, still)
+	return out, nil
+}
+
+// objectOf returns an empty object of a child kind the pass observes.
+func (r *Reconciler) objectOf(k childsync.Key) (client.Object, error) {
+	for _, gvk := range r.kinds {
+		if gvk.GroupKind() != k.GroupKind {
+			continue
+		}
+		if r.client.Scheme().Recognizes(gvk) {
+			o, err := r.client.Scheme().New(gvk)
+			if err != nil {
+				return nil, fmt.Errorf("type of %s: %w", k, err)
+			}
+			if co, ok := o.(client.Object); ok {
+				return co, nil
+			}
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
+	return nil, fmt.Errorf("%s is not a kind the pass observes", k.GroupKind)
+}

@@ -34,15 +34,6 @@ func (g Gang) PodGroupSpec() map[string]any {
 	return spec
 }
 
-// GangOverrides are a PyTorchJob's runPolicy.schedulingPolicy: each set field
-// replaces what the gang plugins would derive from the pods.
-type GangOverrides struct {
-	MinMember         *int32              `json:"minMember,omitempty"`
-	MinResources      corev1.ResourceList `json:"minResources,omitempty"`
-	Queue             string              `json:"queue,omitempty"`
-	PriorityClassName string              `json:"priorityClassName,omitempty"`
-}
-
 // PodCount returns how many pods a replicated job of the Info runs once the
 // JobSet is rendered: jobs bound to TrainJob fields (an ancestor label) run
 // one replica, the trainer's parallelism being NumNodes; any other job runs
@@ -82,14 +73,6 @@ func (i *Info) Gang() Gang {
 			total := g.MinResources[name]
 			total.Add(mulQuantity(q, n))
 			g.MinResources[name] = total
-		}
-	}
-	if o := i.Runtime.Gang; o != nil {
-		if o.MinMember != nil {
-			g.MinMember = *o.MinMember
-		}
-		if o.MinResources != nil {
-			g.MinResources = o.MinResources.DeepCopy()
 		}
 	}
 	return g

@@ -26,9 +26,6 @@ type Runtime struct {
 	UID        types.UID                   `json:"uid,omitempty"`
 	Generation int64                       `json:"generation,omitempty"`
 	Spec       trainer.TrainingRuntimeSpec `json:"spec"`
-	// Gang holds what a legacy job's schedulingPolicy sets on its PodGroup
-	// beyond what the runtime spec can say (nil for TrainJobs).
-	Gang *GangOverrides `json:"gang,omitempty"`
 }
 
 // FromTrainingRuntime copies a namespaced runtime.

@@ -61,5 +61,8 @@ func BuildWithGang(fw *framework.Framework, job *kubeflowv1.PyTorchJob, gs GangS
 	if p.JobSet() == nil {
 		return nil, fmt.Errorf("pipeline returned no JobSet")
 	}
+	if err := applySchedulingPolicy(p, job, gs); err != nil {
+		return nil, err
+	}
 	return p, nil
 }

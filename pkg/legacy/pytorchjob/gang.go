@@ -3,12 +3,14 @@ package pytorchjob
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 )
 
 // GangScheduler is the gang scheduler PyTorchJobs use, as v1's
@@ -41,10 +43,11 @@ func ParseGangScheduler(s string) (GangScheduler, error) {
 }
 
 // withGang puts a PyTorchJob under the gang scheduler: the runtime asks for
-// the scheduler's PodGroup (the coscheduling or Volcano plugin builds it),
-// runPolicy.schedulingPolicy becomes the PodGroup's minMember, minResources,
-// queue, priority class and schedule timeout, and pods without a scheduler
-// get the gang scheduler's.
+// the scheduler's PodGroup (the coscheduling or Volcano plugin builds it,
+// with runPolicy.schedulingPolicy's schedule timeout), and pods without a
+// scheduler get the gang scheduler's. The rest of schedulingPolicy is
+// applied to the plan's PodGroup afterwards (schedulingPolicy.apply): the
+// runtime API has no place for it.
 func withGang(rt *runtime.Runtime, job *kubeflowv1.PyTorchJob, gs GangScheduler) {
 	if gs == GangNone {
 		return
@@ -61,19 +64,66 @@ func withGang(rt *runtime.Runtime, job *kubeflowv1.PyTorchJob, gs GangScheduler)
 		pgp.Coscheduling = &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
 	}
 	rt.Spec.PodGroupPolicy = pgp
-	// Unset minAvailable and minResources: every pod and their requests.
-	o := &runtime.GangOverrides{Queue: sp.Queue, PriorityClassName: sp.PriorityClass}
-	if sp.MinAvailable != nil {
-		o.MinMember = ptr.To(*sp.MinAvailable)
-	}
-	if sp.MinResources != nil {
-		o.MinResources = corev1.ResourceList(*sp.MinResources).DeepCopy()
-	}
-	rt.Gang = o
 	for k := range rt.Spec.Template.Spec.ReplicatedJobs {
 		ps := &rt.Spec.Template.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec
 		if ps.SchedulerName == "" {
 			ps.SchedulerName = schedulerNames[gs]
 		}
 	}
+}
+
+// applySchedulingPolicy puts the rest of runPolicy.schedulingPolicy on the
+// plan's PodGroup, each set field replacing what the gang plugin derived from
+// the pods: minAvailable (minMember) and minResources on either scheduler's
+// PodGroup, queue and priorityClass on Volcano's.
+func applySchedulingPolicy(p *plan.Plan, job *kubeflowv1.PyTorchJob, gs GangScheduler) error {
+	sp := job.Spec.RunPolicy.SchedulingPolicy
+	if gs == GangNone || sp == nil {
+		return nil
+	}
+	gvk := coscheduling.PodGroupGVK
+	if gs == GangVolcano {
+		gvk = volcano.PodGroupGVK
+	}
+	for _, c := range p.Children {
+		pg, ok := c.Object.(*unstructured.Unstructured)
+		if !ok || pg.GroupVersionKind() != gvk {
+			continue
+		}
+		set := func(v any, field string) error {
+			if err := unstructured.SetNestedField(pg.Object, v, "spec", field); err != nil {
+				return fmt.Errorf("PodGroup %s: schedulingPolicy %s: %w", pg.GetName(), field, err)
+			}
+			return nil
+		}
+		if sp.MinAvailable != nil {
+			if err := set(int64(*sp.MinAvailable), "minMember"); err != nil {
+				return err
+			}
+		}
+		if sp.MinResources != nil {
+			unstructured.RemoveNestedField(pg.Object, "spec", "minResources")
+			if len(*sp.MinResources) > 0 {
+				res := map[string]any{}
+				for name, q := range *sp.MinResources {
+					res[string(name)] = q.String()
+				}
+				if err := set(res, "minResources"); err != nil {
+					return err
+				}
+			}
+		}
+		if gs != GangVolcano {
+			continue
+		}
+		for field, v := range map[string]string{"queue": sp.Queue, "priorityClassName": sp.PriorityClass} {
+			if v == "" {
+				continue
+			}
+			if err := set(v, field); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

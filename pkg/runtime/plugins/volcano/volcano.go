@@ -106,22 +106,12 @@ func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob)
 	return nil
 }
 
-// queue is the PodGroup's queue: a legacy job's schedulingPolicy.queue, else
-// the JobSet annotation.
-func queue(info *runtime.Info) string {
-	if o := info.Runtime.Gang; o != nil && o.Queue != "" {
-		return o.Queue
-	}
-	return info.Annotations[QueueAnnotation]
-}
+// queue is the PodGroup's queue: the JobSet annotation.
+func queue(info *runtime.Info) string { return info.Annotations[QueueAnnotation] }
 
-// PriorityClassName is the priority class that the PodGroup takes: a legacy
-// job's schedulingPolicy.priorityClass, else that of the last replicated job
-// (in template order) whose pods set one.
+// PriorityClassName is the priority class that the PodGroup takes: that of
+// the last replicated job (in template order) whose pods set one.
 func PriorityClassName(info *runtime.Info) string {
-	if o := info.Runtime.Gang; o != nil && o.PriorityClassName != "" {
-		return o.PriorityClassName
-	}
 	name := ""
 	for k := range info.Spec.ReplicatedJobs {
 		if p := info.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName; p != "" {

@@ -118,8 +118,8 @@ test: verify-generated vet cluster-tools helm debian-packages deployed-tools ## 
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
 .PHONY: deployed-tools
-deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet, kube-proxy and CoreDNS, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
-	test/tools/build.sh $(K8S_BIN) kubelet kube-proxy coredns
+deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet, kube-proxy, CoreDNS and volume provisioner, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
+	test/tools/build.sh $(K8S_BIN) kubelet kube-proxy coredns provisioner
 	@$(CURDIR)/test/tools/container-node-packages.sh
 
 .PHONY: e2e-deployed

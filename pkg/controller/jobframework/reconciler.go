@@ -51,8 +51,10 @@ type Reconciler struct {
 
 // Reconcile is one pass over one job:
 //  1. get the job; skip it when it is being deleted or is not ours;
-//  2. observe its children, pods and Workloads, once;
-//  3. plan: resolve its runtime and run the pipeline;
+//  2. observe, once, everything the pass needs: its children, pods,
+//     Workloads, taken names and the kind's inputs (its runtime); nothing
+//     is read after this;
+//  3. plan: run the pipeline on what was observed;
 //  4. sync the plan, child by child, by each child's rule;
 //  5. decide, purely: the kind's status from the job, what was observed and
 //     what sync did, and the framework's rules of when to write it (Decide);

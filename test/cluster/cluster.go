@@ -258,7 +258,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 	}()
 
-	if err := c.prepareContainerNodes(); err != nil {
+	if err := c.prepareContainerNodes(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.pki.generate(); err != nil {

@@ -41,7 +41,7 @@ const (
 	// ContainerNodePool is the trainyard.io/pool label of the container nodes.
 	ContainerNodePool = "container"
 	// ClusterDNS and ClusterDomain are what the kubelets put into pods'
-	// resolv.conf (no DNS server answers there yet).
+	// resolv.conf; CoreDNS answers there (containernode_dns.go).
 	ClusterDNS    = "10.0.0.10"
 	ClusterDomain = "cluster.local"
 	// Containerd and Kubelet are the component names of node i's processes:

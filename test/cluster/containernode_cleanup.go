@@ -110,9 +110,11 @@ func unescapeMount(s string) string {
 // the host once their containerd and kubelet are gone: the containers
 // (runc delete --force), their shims, the pods' network namespaces, every
 // mount under the nodes' directories, the bridges, the cgroup roots and the
-// cluster network's iptables rules (cleanupClusterNetwork). It
+// cluster network's iptables rules (cleanupClusterNetwork), and gives up
+// the cluster's claim on the host (releaseHost). It
 // does nothing for a cluster without container nodes.
 func cleanupContainerNodes(stateDir string) error {
+	defer releaseHost(stateDir)
 	entries, err := os.ReadDir(filepath.Join(stateDir, "container-nodes"))
 	if err != nil {
 		return nil // none

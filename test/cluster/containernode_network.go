@@ -34,7 +34,7 @@ import (
 // The kernel settings it needs (IP forwarding, bridged traffic through
 // iptables) are host-wide and stay set after Down. Two clusters with
 // container nodes on one host would share the pod CIDR, the Service CIDR
-// and kube-proxy's chains: run one at a time.
+// and kube-proxy's chains: one waits for the other (containernode_host.go).
 const (
 	// KubeProxy and CoreDNS are component names: logs/kube-proxy.log, logs/coredns.log.
 	KubeProxy = "kube-proxy"
@@ -49,9 +49,10 @@ type networkState struct {
 }
 
 // prepareContainerNodes runs before any component starts: it fails at once
-// with every missing prerequisite and its fix, chooses the node IP and adds
-// it to the API server's certificate.
-func (c *Cluster) prepareContainerNodes() error {
+// with every missing prerequisite and its fix, waits until no other cluster
+// with container nodes runs on this host (claimHost), chooses the node IP
+// and adds it to the API server's certificate.
+func (c *Cluster) prepareContainerNodes(ctx context.Context) error {
 	n := c.o.ContainerNodes
 	if n == 0 {
 		return nil
@@ -61,6 +62,9 @@ func (c *Cluster) prepareContainerNodes() error {
 	}
 	if errs := ContainerNodePrerequisites(); len(errs) > 0 {
 		return fmt.Errorf("container nodes: %w", errors.Join(errs...))
+	}
+	if err := claimHost(ctx, c.o.StateDir, c.progress); err != nil {
+		return fmt.Errorf("container nodes: %w", err)
 	}
 	ip, err := hostIP()
 	if err != nil {
@@ -226,8 +230,12 @@ func cleanupClusterNetwork(stateDir string) error {
 		return fmt.Errorf("%s: %w", networkRecord, err)
 	}
 	var errs []error
-	if out, err := exec.Command(st.KubeProxy, "--cleanup").CombinedOutput(); err != nil {
-		errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, tail1(string(out))))
+	// Another cluster's kube-proxy owns the KUBE-* chains now (this one's
+	// Up, cleaning up its predecessor, waits for that cluster only later).
+	if otherClusterOnHost(stateDir) == "" {
+		if out, err := exec.Command(st.KubeProxy, "--cleanup").CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, tail1(string(out))))
+		}
 	}
 	errs = append(errs, podNetworkRules(stateDir, false))
 	return errors.Join(errs...)

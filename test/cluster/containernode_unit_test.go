@@ -1,10 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -77,7 +82,48 @@ func TestContainerNodePrerequisitesNameTheFix(t *testing.T) {
 		}
 	}
 	c := &Cluster{o: Options{ContainerNodes: 1}}
-	if err := c.prepareContainerNodes(); err == nil || !strings.Contains(err.Error(), "containerd is not on PATH: run "+ContainerNodePackagesScript) {
+	if err := c.prepareContainerNodes(context.Background()); err == nil || !strings.Contains(err.Error(), "containerd is not on PATH: run "+ContainerNodePackagesScript) {
 		t.Errorf("prepareContainerNodes: %v, want the missing containerd and its fix", err)
+	}
+}
+
+// TestClaimHost: a cluster waits for another live one and fails with how to
+// stop it when its context ends; a dead one's registration is removed.
+func TestClaimHost(t *testing.T) {
+	hostRegistry = t.TempDir()
+	defer func() { hostRegistry = "/run/trainyard/container-node-clusters" }()
+	start, _, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(hostRegistry, "x")
+	// A live registration: this process.
+	if err := os.WriteFile(other, []byte(fmt.Sprintf("/other/state\n%d\n%d\n", os.Getpid(), start)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var waited []string
+	progress := func(f string, a ...interface{}) { waited = append(waited, fmt.Sprintf(f, a...)) }
+	err = claimHost(ctx, "/my/state", progress)
+	if err == nil || !strings.Contains(err.Error(), "local-cluster down --state-dir /other/state") || len(waited) != 1 {
+		t.Errorf("claimHost beside a live cluster: %v (progress %q), want it to wait, then name how to stop /other/state", err, waited)
+	}
+	// The same registration from a process that is gone (start time 1: not this one).
+	if err := os.WriteFile(other, []byte(fmt.Sprintf("/other/state\n%d\n1\n", os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimHost(context.Background(), "/my/state", progress); err != nil {
+		t.Fatalf("claimHost beside a stale registration: %v", err)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Error("the stale registration is still there")
+	}
+	if otherClusterOnHost("/third/state") != "/my/state" {
+		t.Error("the claim of /my/state is not seen by another cluster")
+	}
+	releaseHost("/my/state")
+	if got := otherClusterOnHost("/third/state"); got != "" {
+		t.Errorf("after releaseHost another cluster still sees %q", got)
 	}
 }

@@ -71,7 +71,7 @@ func TestSuspendedJobSetRecreatedWhenImmutablePartChanges(t *testing.T) {
 			Suspend:    ptr.To(true),
 		},
 	}))
-	first := waitJobSet(t, ns, func(js *jobsetv1alpha2.JobSet) error { return nil })
+	first := waitJobSet(t, ns, func(*jobsetv1alpha2.JobSet) error { return nil })
 	require.True(t, ptr.Deref(first.Spec.Suspend, false), "the JobSet of a suspended TrainJob is suspended")
 
 	// JobSet's webhook is what the recreate path is for: it refuses a change

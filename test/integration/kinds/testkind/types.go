@@ -59,14 +59,14 @@ func (j *TestJob) DeepCopy() *TestJob {
 		return nil
 	}
 	out := *j
-	j.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	j.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *TestJobList) DeepCopyObject() k8sruntime.Object {
 	out := &TestJobList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopy())
 	}

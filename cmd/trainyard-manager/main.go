@@ -76,6 +76,9 @@ func run() error {
 	if showVersion.Handled(os.Stdout) {
 		return nil
 	}
+	if err := jobframework.Validate(kinds); err != nil {
+		return err
+	}
 	build := version.Get()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")

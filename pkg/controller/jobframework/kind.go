@@ -26,6 +26,9 @@ type Kind interface {
 	// kind (--<name>-concurrency, ...), so that no setting of one kind
 	// reaches another.
 	BindFlags(fs *flag.FlagSet)
+	// Validate checks the kind's settings once the flags are parsed, so
+	// that a bad one stops the manager before it connects to anything.
+	Validate() error
 	// Enabled says whether the manager runs the kind. A disabled kind
 	// registers nothing: no controller, no webhook, no metric.
 	Enabled() bool
@@ -97,6 +100,19 @@ func BindFlags(fs *flag.FlagSet, kinds []Kind) {
 	for _, k := range kinds {
 		k.BindFlags(fs)
 	}
+}
+
+// Validate checks the settings of every enabled kind.
+func Validate(kinds []Kind) error {
+	for _, k := range kinds {
+		if !k.Enabled() {
+			continue
+		}
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("%s settings: %w", k.Name(), err)
+		}
+	}
+	return nil
 }
 
 // Owned lists the child kinds of the enabled kinds.

@@ -26,6 +26,10 @@ func (k *recordingKind) AddToScheme(*k8sruntime.Scheme) error {
 }
 func (k *recordingKind) BindFlags(fs *flag.FlagSet) { fs.Bool(k.name+"-flag", false, "") }
 func (k *recordingKind) Enabled() bool              { return !k.disabled }
+func (k *recordingKind) Validate() error {
+	*k.calls = append(*k.calls, k.name+" settings")
+	return k.err("settings")
+}
 func (k *recordingKind) Owned() []client.Object {
 	return []client.Object{&corev1.ConfigMap{}}
 }
@@ -55,6 +59,9 @@ func TestKinds(t *testing.T) {
 	if err := AddToScheme(k8sruntime.NewScheme(), kinds); err != nil {
 		t.Fatal(err)
 	}
+	if err := Validate(kinds); err != nil {
+		t.Fatal(err)
+	}
 	if err := SetupControllers(m, kinds); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +69,7 @@ func TestKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every kind's types, disabled or not; a disabled kind nothing else.
-	want := []string{"a scheme", "off scheme", "b scheme", "a controller", "b controller", "a webhooks", "b webhooks"}
+	want := []string{"a scheme", "off scheme", "b scheme", "a settings", "b settings", "a controller", "b controller", "a webhooks", "b webhooks"}
 	if diff := cmp.Diff(want, calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
@@ -88,6 +95,11 @@ func TestKindsErrors(t *testing.T) {
 			run:     func(_ *Manager, ks []Kind) error { return AddToScheme(k8sruntime.NewScheme(), ks) },
 			wantErr: "adding bad's types to the scheme: boom",
 			want:    []string{"ok scheme", "bad scheme"},
+		},
+		"settings": {
+			run:     func(_ *Manager, ks []Kind) error { return Validate(ks) },
+			wantErr: "bad settings: boom",
+			want:    []string{"ok settings", "bad settings"},
 		},
 		"controller": {
 			run:     SetupControllers,

@@ -61,6 +61,16 @@ func (k *Kind) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&k.gangSched, "gang-scheduler-name", k.gangSched, "gang scheduler of legacy PyTorchJobs, as v1's flag: volcano or scheduler-plugins (their pods get a PodGroup shaped by runPolicy.schedulingPolicy); empty: none")
 }
 
+// Validate implements jobframework.Kind: the gang scheduler's name.
+func (k *Kind) Validate() error {
+	gs, err := legacy.ParseGangScheduler(k.gangSched)
+	if err != nil {
+		return fmt.Errorf("--gang-scheduler-name: %w", err)
+	}
+	k.GangScheduler = gs
+	return nil
+}
+
 // SetEnabled turns the kind on or off, as --enable-pytorchjob does.
 func (k *Kind) SetEnabled(on bool) { k.enabled = on }
 
@@ -73,11 +83,9 @@ func (*Kind) Owned() []client.Object { return legacy.Owned() }
 // SetupWithManager implements jobframework.Kind.
 func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 	if k.gangSched != "" {
-		gs, err := legacy.ParseGangScheduler(k.gangSched)
-		if err != nil {
-			return fmt.Errorf("--gang-scheduler-name: %w", err)
+		if err := k.Validate(); err != nil {
+			return err
 		}
-		k.GangScheduler = gs
 	}
 	pm := metrics.NewPyTorchJob()
 	if err := pm.Register(m.Metrics); err != nil {

@@ -78,6 +78,14 @@ func (k *Kind) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&k.kueueMode, "kueue-mode", k.kueueMode, "how Kueue queues TrainJobs: trainjob (Kueue's TrainJob integration is enabled) or jobset (it is not; Trainyard hands each queued TrainJob's JobSet to Kueue)")
 }
 
+// Validate implements jobframework.Kind: the Kueue mode.
+func (k *Kind) Validate() error {
+	if _, err := kueue.ParseMode(k.kueueMode); err != nil {
+		return fmt.Errorf("--kueue-mode: %w", err)
+	}
+	return nil
+}
+
 // Enabled implements jobframework.Kind: TrainJobs always run.
 func (*Kind) Enabled() bool { return true }
 

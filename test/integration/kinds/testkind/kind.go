@@ -50,6 +50,9 @@ func (k *TestKind) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&k.concurrency, "testjob-concurrency", k.concurrency, "TestJobs reconciled in parallel")
 }
 
+// Validate implements jobframework.Kind: any concurrency will do.
+func (*TestKind) Validate() error { return nil }
+
 // Enabled implements jobframework.Kind.
 func (*TestKind) Enabled() bool { return true }
 

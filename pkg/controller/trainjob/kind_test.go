@@ -2,15 +2,19 @@ package trainjob
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -123,5 +127,63 @@ func TestKindBadKueueMode(t *testing.T) {
 		if err := setup(m); err == nil || !strings.Contains(err.Error(), `--kueue-mode: unknown Kueue mode "both"`) {
 			t.Errorf("%s setup error %v, want the bad --kueue-mode", name, err)
 		}
+	}
+}
+
+// kindManager is the part of a manager the TrainJob kind's setup uses
+// before the controller is built; anything else panics (nil Manager).
+type kindManager struct {
+	ctrl.Manager
+	client  client.Client
+	indexer client.FieldIndexer
+	mapper  apimeta.RESTMapper
+}
+
+func (m kindManager) GetClient() client.Client             { return m.client }
+func (m kindManager) GetScheme() *k8sruntime.Scheme        { return m.client.Scheme() }
+func (m kindManager) GetFieldIndexer() client.FieldIndexer { return m.indexer }
+func (m kindManager) GetRESTMapper() apimeta.RESTMapper    { return m.mapper }
+
+type indexer struct{ err error }
+
+func (i indexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
+	return i.err
+}
+
+// lookupFails fails every lookup of the API.
+type lookupFails struct{ apimeta.RESTMapper }
+
+func (lookupFails) RESTMapping(schema.GroupKind, ...string) (*apimeta.RESTMapping, error) {
+	return nil, errors.New("discovery failed")
+}
+
+// The setup's errors come back with what failed: the runtime index, the
+// cluster's API (here before the controller is built).
+func TestKindSetupErrors(t *testing.T) {
+	s := k8sruntime.NewScheme()
+	if err := NewKind().AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	cases := map[string]struct {
+		mgr     kindManager
+		wantErr string
+	}{
+		"indexing TrainJobs by runtime fails": {
+			mgr:     kindManager{client: c, indexer: indexer{err: errors.New("no index")}},
+			wantErr: "no index",
+		},
+		"the API cannot be read": {
+			mgr:     kindManager{client: c, indexer: indexer{}, mapper: lookupFails{apimeta.NewDefaultRESTMapper(nil)}},
+			wantErr: "discovery failed",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := NewKind().SetupWithManager(jobframework.NewManager(tc.mgr, nil))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("SetupWithManager error %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

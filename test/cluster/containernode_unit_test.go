@@ -127,3 +127,30 @@ func TestClaimHost(t *testing.T) {
 		t.Errorf("after releaseHost another cluster still sees %q", got)
 	}
 }
+
+// TestAPIServerAddresses: a host-only cluster's API server stays on the
+// loopback interface without endpoints; with container nodes it listens on
+// every address and advertises the node IP, for the default/kubernetes
+// Service's endpoints (pods' in-cluster configuration).
+func TestAPIServerAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		nodeIP        string
+		want, notWant []string
+	}{
+		{"", []string{"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", "--endpoint-reconciler-type=none"}, nil},
+		{"192.0.2.2", []string{"--advertise-address=192.0.2.2", "--bind-address=0.0.0.0"}, []string{"--endpoint-reconciler-type=none"}},
+	} {
+		c := &Cluster{o: Options{StateDir: "/state", BinDir: "/bin"}, pki: pki{dir: "/state/pki"}, nodeIP: tc.nodeIP}
+		args := c.apiserverArgs()
+		for _, w := range tc.want {
+			if !slices.Contains(args, w) {
+				t.Errorf("node IP %q: API server arguments lack %s: %v", tc.nodeIP, w, args)
+			}
+		}
+		for _, w := range tc.notWant {
+			if slices.Contains(args, w) {
+				t.Errorf("node IP %q: API server arguments have %s", tc.nodeIP, w)
+			}
+		}
+	}
+}

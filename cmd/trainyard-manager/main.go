@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -123,7 +124,7 @@ func run() error {
 		HealthProbeBindAddress:  *probeAddr,
 		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,
-		LeaderElectionID:        "trainyard.trainer.kubeflow.org",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: *leaderNS,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: wh.certDir}),
 	}
@@ -156,6 +157,11 @@ func run() error {
 	}
 	if err := mgr.AddReadyzCheck("readyz", webhooksReady); err != nil {
 		return err
+	}
+	if *leaderElect && wh.enabled {
+		if err := addLeaseOwner(mgr, leaseNamespace(*leaderNS), types.NamespacedName{Namespace: wh.namespace, Name: wh.serviceName}); err != nil {
+			return err
+		}
 	}
 	log.Info("Starting manager")
 	return mgr.Start(ctrl.SetupSignalHandler())

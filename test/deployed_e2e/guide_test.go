@@ -71,7 +71,9 @@ func TestGuideInContainers(t *testing.T) {
 	if ts == nil || ts.ProgressPercentage == nil || *ts.ProgressPercentage != 100 {
 		t.Errorf("status.trainerStatus %+v: the pods' progress reports did not reach the status server, want 100%%", ts)
 	}
-	t.Logf("TrainJob %s Complete; trainerStatus %+v", job, ts)
+	if ts != nil && ts.ProgressPercentage != nil {
+		t.Logf("TrainJob %s Complete; trainerStatus %d%%, metrics %v", job, *ts.ProgressPercentage, ts.Metrics)
+	}
 }
 
 // fashionRuntimeForContainers is examples/fashion-mnist/runtime.yaml for

@@ -3,6 +3,7 @@ package jobframework
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -124,5 +125,31 @@ func TestReconcileObservesTakenNames(t *testing.T) {
 	}
 	if late > 0 {
 		t.Errorf("%d reads after observing", late)
+	}
+}
+
+// TestObjectOf: what observeTaken reads a taken name into: the scheme's type,
+// unstructured for a CRD without Go types, an error for a kind not observed.
+func TestObjectOf(t *testing.T) {
+	f := newFixture(t, &fakeAdapter{}, fixtureOpts{kinds: []schema.GroupVersionKind{configMapGVK, thingGVK}})
+	cases := map[string]struct {
+		gk      schema.GroupKind
+		want    string
+		wantErr bool
+	}{
+		"typed":        {gk: configMapGVK.GroupKind(), want: "*v1.ConfigMap"},
+		"unstructured": {gk: thingGVK.GroupKind(), want: "*unstructured.Unstructured"},
+		"not observed": {gk: schema.GroupKind{Kind: "Secret"}, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o, err := f.r.objectOf(childsync.Key{GroupKind: tc.gk, Name: "x"})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("objectOf error %v, want error: %v", err, tc.wantErr)
+			}
+			if got := fmt.Sprintf("%T", o); err == nil && got != tc.want {
+				t.Errorf("objectOf = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

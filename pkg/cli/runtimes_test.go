@@ -150,7 +150,7 @@ func TestShippedRuntimes(t *testing.T) {
 			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
 		// MPI runtimes: the launcher's image; the slots per node are the count.
 		"mpi-distributed": {Framework: "mpi", NumNodes: 1, Device: Unknown, DeviceCount: "1",
-			Image: "debian:bookworm-slim", Entrypoint: "python3"},
+			Image: "mpioperator/openmpi:v0.6.0", Entrypoint: "python3"},
 		"deepspeed-distributed": {Framework: "deepspeed", NumNodes: 1, Device: Unknown, DeviceCount: "1",
 			Image: "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0", Entrypoint: "python3"},
 		"mlx-distributed": {Framework: "mlx", NumNodes: 1, Device: Unknown, DeviceCount: "1",

@@ -11,10 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-)
 
-// ClusterDomain is the DNS domain the hosts files emulate.
-const ClusterDomain = "cluster.local"
+	"github.com/trainyard/trainyard/pkg/runtime"
+)
 
 // HostEntry is one pod with an address, as the hosts files list it.
 type HostEntry struct {
@@ -25,12 +24,14 @@ type HostEntry struct {
 	IP        string
 }
 
-// fqdn is <hostname>.<subdomain>.<namespace>.svc.cluster.local, or "" without a subdomain.
+// fqdn is <hostname>.<subdomain>.<namespace>.svc.<the default cluster domain>,
+// or "" without a subdomain: the hosts files emulate the DNS of a cluster with
+// the default domain (runtime.DefaultClusterDomain).
 func (e HostEntry) fqdn() string {
 	if e.Subdomain == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s.%s.%s.svc.%s", e.Hostname, e.Subdomain, e.Namespace, ClusterDomain)
+	return fmt.Sprintf("%s.%s.%s.svc.%s", e.Hostname, e.Subdomain, e.Namespace, runtime.DefaultClusterDomain)
 }
 
 // ServiceEntry is a headless Service and the addresses cluster DNS answers for
@@ -139,7 +140,7 @@ func RenderHosts(self HostEntry, all []HostEntry, services []ServiceEntry) []byt
 		b.WriteString("# Headless Services, as cluster DNS resolves them.\n")
 	}
 	for _, svc := range services {
-		names := []string{fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, ClusterDomain), svc.Name + "." + svc.Namespace}
+		names := []string{fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, runtime.DefaultClusterDomain), svc.Name + "." + svc.Namespace}
 		if svc.Namespace == self.Namespace {
 			names = append(names, svc.Name)
 		}

@@ -40,10 +40,10 @@ const (
 	ContainerPodCIDR = "10.253.0.0/16"
 	// ContainerNodePool is the trainyard.io/pool label of the container nodes.
 	ContainerNodePool = "container"
-	// ClusterDNS and ClusterDomain are what the kubelets put into pods'
-	// resolv.conf; CoreDNS answers there (containernode_dns.go).
-	ClusterDNS    = "10.0.0.10"
-	ClusterDomain = "cluster.local"
+	// ClusterDNS and the default cluster domain (runtime.DefaultClusterDomain,
+	// the manager's default --cluster-domain) are what the kubelets put into
+	// pods' resolv.conf; CoreDNS answers there (containernode_dns.go).
+	ClusterDNS = "10.0.0.10"
 	// Containerd and Kubelet are the component names of node i's processes:
 	// logs/containerd-<i>.log and logs/kubelet-<i>.log.
 	Containerd = "containerd"

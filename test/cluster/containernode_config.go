@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
@@ -145,7 +147,7 @@ func (c *Cluster) kubeletConfig(dir string, node containerNode) map[string]inter
 		},
 		"authorization":   map[string]string{"mode": "Webhook"},
 		"clusterDNS":      []string{ClusterDNS},
-		"clusterDomain":   ClusterDomain,
+		"clusterDomain":   trruntime.DefaultClusterDomain,
 		"staticPodPath":   "",
 		"registerNode":    true,
 		"podCIDR":         node.podCIDR,

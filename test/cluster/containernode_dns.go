@@ -10,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // The container nodes' cluster DNS: CoreDNS (test/tools/coredns, only the
@@ -18,7 +20,7 @@ import (
 // ClusterIP ClusterDNS, which the kubelets write into pods' resolv.conf,
 // leads there: the Service has no selector and one EndpointSlice of this
 // cluster's own, the node IP and CoreDNS's port, and kube-proxy forwards
-// port 53 to it. CoreDNS answers for ClusterDomain from the API server
+// port 53 to it. CoreDNS answers for the default cluster domain from the API server
 // (Services, headless Services' pods by host name and subdomain, as JobSet
 // names its pods) and forwards the rest to the host's resolvers.
 const (
@@ -48,7 +50,7 @@ func corefile(port, health, ready int, kubeconfig string) string {
     forward . /etc/resolv.conf
     cache 5
 }
-`, port, loopback(health), loopback(ready), ClusterDomain, kubeconfig)
+`, port, loopback(health), loopback(ready), trruntime.DefaultClusterDomain, kubeconfig)
 }
 
 // startClusterDNS starts CoreDNS and leads the kube-dns Service to it; it

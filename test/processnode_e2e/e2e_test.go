@@ -40,6 +40,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/processnode"
+	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
@@ -438,7 +439,7 @@ func TestTrainJobElastic(t *testing.T) {
 	wantEnv := map[string]string{
 		"PET_NNODES":        "2:3",
 		"PET_RDZV_BACKEND":  "c10d",
-		"PET_RDZV_ENDPOINT": fmt.Sprintf("%s-node-0-0.%s.%s.svc.%s:29500", name, name, ns, processnode.ClusterDomain),
+		"PET_RDZV_ENDPOINT": fmt.Sprintf("%s-node-0-0.%s.%s.svc.%s:29500", name, name, ns, trruntime.DefaultClusterDomain),
 		"PET_RDZV_ID":       name,
 	}
 	ranks := map[int]string{}

@@ -1,7 +1,6 @@
 package deployed_e2e
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,12 +11,10 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 // fashionRuntime is the runtime of examples/fashion-mnist/runtime.yaml.
@@ -33,7 +30,11 @@ const fashionRuntime = "torch-distributed-fashion-mnist"
 func TestGuideInContainers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	if err := c.Apply(ctx, fashionRuntimeForContainers(t)); err != nil {
+	rt, err := e2eutil.FashionMNISTRuntimeForContainers(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
 	cli := buildCLI(t)
@@ -74,47 +75,6 @@ func TestGuideInContainers(t *testing.T) {
 	if ts != nil && ts.ProgressPercentage != nil {
 		t.Logf("TrainJob %s Complete; trainerStatus %d%%, metrics %v", job, *ts.ProgressPercentage, ts.Metrics)
 	}
-}
-
-// fashionRuntimeForContainers is examples/fashion-mnist/runtime.yaml for
-// container nodes: the images of make images, and Debian's Fashion-MNIST
-// (dataset-fashion-mnist, which make debian-packages installs on this
-// machine, the nodes' host) mounted read-only where STORAGE_URI points. The
-// shared "initializer" volume is a hostPath, root's: the initializer (user
-// 65532 in its image) runs as root to write into it, as the process node's
-// does.
-func fashionRuntimeForContainers(t *testing.T) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, cluster.FashionMNISTRuntimeFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
-		t.Fatal(err)
-	}
-	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
-	for _, rj := range rjs {
-		pod := rj.(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-		ctr := pod["containers"].([]any)[0].(map[string]any)
-		switch ctr["name"] {
-		case "dataset-initializer":
-			ctr["image"] = archiveImage(t, "trainyard-initializer")
-			ctr["command"] = []any{"/trainyard-initializer", "dataset"}
-			ctr["securityContext"] = map[string]any{"runAsUser": int64(0)}
-			ctr["volumeMounts"] = append(ctr["volumeMounts"].([]any),
-				map[string]any{"name": "datasets", "mountPath": "/usr/share/datasets/fashion-mnist", "readOnly": true})
-			pod["volumes"] = append(pod["volumes"].([]any),
-				map[string]any{"name": "datasets", "hostPath": map[string]any{"path": "/usr/share/datasets/fashion-mnist", "type": "Directory"}})
-		case "node":
-			ctr["image"] = archiveImage(t, "torch")
-		}
-		ctr["imagePullPolicy"] = "Never"
-	}
-	if err := unstructured.SetNestedSlice(u.Object, rjs, "spec", "template", "spec", "replicatedJobs"); err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // buildCLI builds cmd/trainyard.

@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +32,6 @@ import (
 
 	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
-	testimages "github.com/trainyard/trainyard/test/images"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
@@ -91,7 +89,7 @@ func run(m *testing.M) int {
 	if errs := cluster.ContainerNodePrerequisites(); len(errs) > 0 {
 		return prereq.MainMissing(suite, fmt.Sprintf("container nodes cannot run here: %v", errs))
 	}
-	if managerImage, err = imageRef(archive("trainyard-manager")); err != nil {
+	if managerImage, err = e2eutil.ImageRef(e2eutil.ImageArchive(repo, "trainyard-manager")); err != nil {
 		fmt.Fprintf(os.Stderr, "%s e2e: %v\n", suite, err)
 		return 1
 	}
@@ -140,37 +138,18 @@ func run(m *testing.M) int {
 // and the initializer's, and the training images (test/images).
 var images = []string{"trainyard-manager", "trainyard-initializer", "torch", "mpi"}
 
-// archive is the OCI archive of an image in bin/images.
-func archive(name string) string { return filepath.Join(repo, "bin", "images", name+".oci.tar") }
-
 func archives() []string {
 	var as []string
 	for _, i := range images {
-		as = append(as, archive(i))
+		as = append(as, e2eutil.ImageArchive(repo, i))
 	}
 	return as
-}
-
-// containerdRef is the annotation of an archive's index that containerd's
-// import takes as the image's name.
-const containerdRef = "io.containerd.image.name"
-
-// imageRef is the name an archive gives its image in the nodes' containerd.
-func imageRef(archive string) (string, error) {
-	idx, err := testimages.ReadIndex(archive)
-	if err != nil {
-		return "", err
-	}
-	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[containerdRef] == "" {
-		return "", fmt.Errorf("%s: not one image with a name", archive)
-	}
-	return idx.Manifests[0].Annotations[containerdRef], nil
 }
 
 // archiveImage is the image name of bin/images/<name>.oci.tar.
 func archiveImage(t *testing.T, name string) string {
 	t.Helper()
-	ref, err := imageRef(archive(name))
+	ref, err := e2eutil.ImageRef(e2eutil.ImageArchive(repo, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,96 @@
+package e2eutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/images"
+)
+
+// What runs Kubeflow's PyTorch guide on container nodes (test/deployed_e2e,
+// make run RUN_ARGS=-containers) rather than on a process node.
+
+// containerdRef is the annotation of an image archive's index that
+// containerd's import takes as the image's name.
+const containerdRef = "io.containerd.image.name"
+
+// ImageArchive is the OCI archive `make images` writes for an image
+// (trainyard-manager, trainyard-initializer, torch, mpi, xgboost).
+func ImageArchive(repo, name string) string {
+	return filepath.Join(repo, "bin", "images", name+".oci.tar")
+}
+
+// ImageRef is the name an archive gives its image in a node's containerd.
+func ImageRef(archive string) (string, error) {
+	idx, err := images.ReadIndex(archive)
+	if err != nil {
+		return "", err
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[containerdRef] == "" {
+		return "", fmt.Errorf("%s: not one image with a name", archive)
+	}
+	return idx.Manifests[0].Annotations[containerdRef], nil
+}
+
+// FashionMNISTRuntimeForContainers is examples/fashion-mnist/runtime.yaml for
+// container nodes: the initializer and torch images of make images (read from
+// bin/images), never pulled, and Debian's Fashion-MNIST (dataset-fashion-mnist,
+// which make debian-packages installs on this machine, the nodes' host)
+// mounted read-only where STORAGE_URI points. The shared "initializer" volume
+// is a hostPath, root's: the initializer (user 65532 in its image) runs as
+// root to write into it, as the process node's does.
+func FashionMNISTRuntimeForContainers(repo string) (*unstructured.Unstructured, error) {
+	initializer, err := ImageRef(ImageArchive(repo, "trainyard-initializer"))
+	if err != nil {
+		return nil, err
+	}
+	torch, err := ImageRef(ImageArchive(repo, "torch"))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(repo, cluster.FashionMNISTRuntimeFile))
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
+		return nil, fmt.Errorf("%s: %w", cluster.FashionMNISTRuntimeFile, err)
+	}
+	rjs, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+	if err != nil {
+		return nil, err
+	}
+	for _, rj := range rjs {
+		pod, _, err := unstructured.NestedMap(rj.(map[string]any), "template", "spec", "template", "spec")
+		if err != nil {
+			return nil, err
+		}
+		ctr := pod["containers"].([]any)[0].(map[string]any)
+		switch ctr["name"] {
+		case "dataset-initializer":
+			ctr["image"] = initializer
+			ctr["command"] = []any{"/trainyard-initializer", "dataset"}
+			ctr["securityContext"] = map[string]any{"runAsUser": int64(0)}
+			ctr["volumeMounts"] = append(ctr["volumeMounts"].([]any),
+				map[string]any{"name": "datasets", "mountPath": "/usr/share/datasets/fashion-mnist", "readOnly": true})
+			pod["volumes"] = append(pod["volumes"].([]any),
+				map[string]any{"name": "datasets", "hostPath": map[string]any{"path": "/usr/share/datasets/fashion-mnist", "type": "Directory"}})
+		case "node":
+			ctr["image"] = torch
+		}
+		ctr["imagePullPolicy"] = "Never"
+		if err := unstructured.SetNestedMap(rj.(map[string]any), pod, "template", "spec", "template", "spec"); err != nil {
+			return nil, err
+		}
+	}
+	if err := unstructured.SetNestedSlice(u.Object, rjs, "spec", "template", "spec", "replicatedJobs"); err != nil {
+		return nil, err
+	}
+	return u, nil
+}

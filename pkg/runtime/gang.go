@@ -102,3 +102,17 @@ func mulQuantity(q resource.Quantity, n int32) resource.Quantity {
 	out.Mul(int64(n))
 	return out
 }
+
+// PriorityClassName is the priority class of a gang's PodGroup: that of the
+// last replicated job (in template order) whose pods set one. The Volcano
+// plugin writes it into the PodGroup and validation.ValidateLookups checks
+// that it exists.
+func (i *Info) PriorityClassName() string {
+	name := ""
+	for k := range i.Spec.ReplicatedJobs {
+		if p := i.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName; p != "" {
+			name = p
+		}
+	}
+	return name
+}

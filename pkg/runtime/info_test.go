@@ -310,3 +310,32 @@ func TestUpsertVolumesAndMounts(t *testing.T) {
 		t.Error("UpsertMounts modified its input")
 	}
 }
+
+func TestPriorityClassName(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		priority map[string]string // by replicated job
+		want     string
+	}{
+		{name: "none"},
+		{name: "one job's", priority: map[string]string{"side": "high"}, want: "high"},
+		{name: "the last job's in template order", priority: map[string]string{"side": "low", "node": "high"}, want: "high"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := rtt.MakeTorchRuntime("torch").ReplicatedJobs(
+				rtt.MakeReplicatedJob("side", "", rtt.MakeContainer("side", "side:latest")),
+				rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "trainer:latest")),
+			)
+			for rjob, pc := range tc.priority {
+				w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
+			}
+			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), w.Obj())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := info.PriorityClassName(); got != tc.want {
+				t.Errorf("PriorityClassName() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

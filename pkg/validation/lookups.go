@@ -2,13 +2,15 @@ package validation
 
 import (
 	"context"
+	"fmt"
 
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 )
 
 // ValidateLookups runs the checks that need to read other objects of the
@@ -21,5 +23,31 @@ func ValidateLookups(ctx context.Context, r client.Reader, job *trainer.TrainJob
 	if err != nil {
 		return nil // the pure validation reports it
 	}
-	return volcano.ValidatePriorityClass(ctx, r, info)
+	return validatePriorityClass(ctx, r, info)
+}
+
+// systemPriorityClasses exist in every cluster (the API server creates them).
+var systemPriorityClasses = map[string]bool{"system-cluster-critical": true, "system-node-critical": true}
+
+// validatePriorityClass checks that the priority class a Volcano PodGroup
+// takes (Info.PriorityClassName) exists: Volcano would not place a group
+// whose class is missing, and the Job controller could not create its pods.
+func validatePriorityClass(ctx context.Context, r client.Reader, info *runtime.Info) field.ErrorList {
+	if p := info.Runtime.Spec.PodGroupPolicy; p == nil || p.Volcano == nil {
+		return nil
+	}
+	name := info.PriorityClassName()
+	if name == "" || systemPriorityClasses[name] {
+		return nil
+	}
+	path := field.NewPath("spec", "templateSpec", "priorityClassName")
+	err := r.Get(ctx, client.ObjectKey{Name: name}, &schedulingv1.PriorityClass{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return field.ErrorList{field.Invalid(path, name, fmt.Sprintf("PriorityClass %q doesn't exist: %v", name, err))}
+	default:
+		return field.ErrorList{field.InternalError(path, fmt.Errorf("looking up PriorityClass %q: %w", name, err))}
+	}
 }

@@ -9,11 +9,8 @@
 package volcano
 
 import (
-	"context"
 	"fmt"
 
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -109,18 +106,6 @@ func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob)
 // queue is the PodGroup's queue: the JobSet annotation.
 func queue(info *runtime.Info) string { return info.Annotations[QueueAnnotation] }
 
-// PriorityClassName is the priority class that the PodGroup takes: that of
-// the last replicated job (in template order) whose pods set one.
-func PriorityClassName(info *runtime.Info) string {
-	name := ""
-	for k := range info.Spec.ReplicatedJobs {
-		if p := info.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName; p != "" {
-			name = p
-		}
-	}
-	return name
-}
-
 // Build emits the PodGroup: every pod of the job and their summed requests,
 // the queue, the priority class and the network-topology constraint. It is
 // applied while the TrainJob is suspended and left alone once it runs.
@@ -133,7 +118,7 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 	if q := queue(info); q != "" {
 		spec["queue"] = q
 	}
-	if pc := PriorityClassName(info); pc != "" {
+	if pc := info.PriorityClassName(); pc != "" {
 		spec["priorityClassName"] = pc
 	}
 	if nt := p.NetworkTopology; nt != nil {
@@ -153,35 +138,6 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
 	}
 	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
-}
-
-// systemPriorityClasses exist in every cluster (the API server creates them).
-var systemPriorityClasses = map[string]bool{"system-cluster-critical": true, "system-node-critical": true}
-
-// ValidatePriorityClass checks that the PodGroup's priority class exists. It
-// needs a lookup, so it is not part of the pure Validate: validation.ValidateLookups
-// runs it, in the admission webhook and in the controller before a job's first
-// JobSet (a missing class would also keep the Job controller from creating the
-// pods).
-func ValidatePriorityClass(ctx context.Context, c client.Reader, info *runtime.Info) field.ErrorList {
-	if policy(info) == nil {
-		return nil
-	}
-	name := PriorityClassName(info)
-	if name == "" || systemPriorityClasses[name] {
-		return nil
-	}
-	err := c.Get(ctx, client.ObjectKey{Name: name}, &schedulingv1.PriorityClass{})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "templateSpec", "priorityClassName"), name,
-			fmt.Sprintf("PriorityClass %q doesn't exist: %v", name, err))}
-	default:
-		return field.ErrorList{field.InternalError(field.NewPath("spec", "templateSpec", "priorityClassName"),
-			fmt.Errorf("looking up PriorityClass %q: %w", name, err))}
-	}
 }
 
 // GangWaiting says why the job's pods wait, while Volcano has not placed its

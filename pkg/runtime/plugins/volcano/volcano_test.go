@@ -1,18 +1,13 @@
 package volcano_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
@@ -164,40 +159,6 @@ func fieldErrs(errs field.ErrorList) []fieldErr {
 		out = append(out, fieldErr{Field: e.Field, Type: e.Type, Detail: e.Detail})
 	}
 	return out
-}
-
-func TestValidatePriorityClass(t *testing.T) {
-	existing := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
-	cases := map[string]struct {
-		priority map[string]string
-		policy   *trainer.VolcanoPodGroupPolicySource
-		want     []fieldErr
-	}{
-		"no priority class":          {policy: &trainer.VolcanoPodGroupPolicySource{}},
-		"an existing priority class": {policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "high"}},
-		"a system priority class ends the check": {
-			policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "system-node-critical"},
-		},
-		"a missing priority class": {
-			policy: &trainer.VolcanoPodGroupPolicySource{}, priority: map[string]string{"node": "urgent"},
-			want: []fieldErr{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInvalid,
-				Detail: `PriorityClass "urgent" doesn't exist: priorityclasses.scheduling.k8s.io "urgent" not found`}},
-		},
-		"a missing priority class without a Volcano policy is not checked": {priority: map[string]string{"node": "urgent"}},
-	}
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(existing).Build()
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), gangRuntime(tc.policy, nil, tc.priority))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := fieldErrs(volcano.ValidatePriorityClass(context.Background(), c, info))
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("errors (-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 func TestGangWaiting(t *testing.T) {

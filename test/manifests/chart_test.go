@@ -151,7 +151,7 @@ func nonDefaultValues() map[string]any {
 		"leaderElection":            map[string]any{"enabled": true, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms"},
 		"kueue":                     map[string]any{"mode": "jobset"},
 		"clusterDomain":             "corp.example",
-		"pytorchJob":                map[string]any{"gangSchedulerName": "volcano"},
+		"pytorchJob":                map[string]any{"gangSchedulerName": "volcano", "concurrency": 5},
 		"webhook":                   map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 5, "certManager": map[string]any{"enabled": true}},
 		"podDisruptionBudget":       map[string]any{"maxUnavailable": "50%"},
 		"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}},
@@ -812,7 +812,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 		"--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 		"--metrics-bind-address=:9090", "--metrics-secure=false", "--health-probe-bind-address=:8081",
-		"--memory-limit=$(MEMORY_LIMIT)", "--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--cert-management=external",
+		"--memory-limit=$(MEMORY_LIMIT)", "--kueue-mode=jobset", "--cluster-domain=corp.example", "--gang-scheduler-name=volcano", "--pytorchjob-concurrency=5", "--cert-management=external",
 		"--status-server-client-qps=2.5", "--status-server-token-cache-negative-ttl=5s", "--status-server-token-cache-ttl=2m",
 		"--status-server-token-qps=3", "--status-server-token-review-qps=50",
 		"--status-server-client-burst=7", "--status-server-token-burst=9", "--status-server-token-cache-size=200000", "--status-server-token-review-burst=1000000",
@@ -1007,7 +1007,8 @@ func TestChartValueVariants(t *testing.T) {
 		// manager that leaves PyTorchJobs alone. The CRD is in crds/, which
 		// values cannot change: Helm creates it only where it is missing, and
 		// leaves the operator's alone (docs/install.md).
-		docs := renderChart(t, systemNamespace, map[string]any{"pytorchJob": map[string]any{"enabled": false}})
+		// Its settings are then not passed: the manager checks none of them.
+		docs := renderChart(t, systemNamespace, map[string]any{"pytorchJob": map[string]any{"enabled": false, "gangSchedulerName": "volcano", "concurrency": 5}})
 		for _, d := range docs {
 			if d.kind() == "ValidatingWebhookConfiguration" || d.kind() == "MutatingWebhookConfiguration" {
 				if strings.Contains(string(d.json), "pytorchjobs") {
@@ -1016,7 +1017,9 @@ func TestChartValueVariants(t *testing.T) {
 			}
 		}
 		c := decodeInto[appsv1.Deployment](t, findIn(t, docs, "Deployment", managerName)).Spec.Template.Spec.Containers[0]
-		if !slices.Contains(c.Args, "--enable-pytorchjob=false") {
+		if !slices.Contains(c.Args, "--enable-pytorchjob=false") || slices.ContainsFunc(c.Args, func(a string) bool {
+			return strings.HasPrefix(a, "--pytorchjob-concurrency") || strings.HasPrefix(a, "--gang-scheduler-name")
+		}) {
 			t.Errorf("pytorchJob.enabled=false, but the manager runs with %q", c.Args)
 		}
 		// On by default: the CRD and both webhooks are there.
@@ -1184,22 +1187,24 @@ func TestChartValueVariants(t *testing.T) {
 		values map[string]any
 		errSub string
 	}{
-		"a metrics certificate for plain HTTP":     {map[string]any{"metrics": map[string]any{"secure": false, "certSecret": "metrics-cert"}}, "metrics.certSecret needs metrics.secure"},
-		"metrics on the health port":               {map[string]any{"metrics": map[string]any{"port": 8081}}, "metrics.port must differ"},
-		"a metrics reader without a namespace":     {map[string]any{"metrics": map[string]any{"readerServiceAccounts": []any{map[string]any{"name": "prometheus"}}}}, "namespace"},
-		"several replicas without leader election": {map[string]any{"replicaCount": 3, "leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled"},
-		"unknown kueue mode":                       {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
-		"a cluster domain that is no DNS name":     {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},
-		"an empty cluster domain":                  {map[string]any{"clusterDomain": ""}, "clusterDomain"},
-		"a lease duration that is no Go duration":  {map[string]any{"leaderElection": map[string]any{"leaseDuration": "4 seconds"}}, "leaseDuration"},
-		"an unknown PyTorchJob gang scheduler":     {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
-		"misspelt value":                           {map[string]any{"replicacount": 2}, "replicacount"},
-		"an unknown webhook failure policy":        {map[string]any{"webhook": map[string]any{"failurePolicy": "fail"}}, "failurePolicy"},
-		"a webhook timeout over 30 seconds":        {map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}, "timeoutSeconds"},
-		"a webhook timeout of 0":                   {map[string]any{"webhook": map[string]any{"timeoutSeconds": 0}}, "timeoutSeconds"},
-		"a disruption budget of no pods":           {map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": 0}}, "maxUnavailable"},
-		"a spread that is no constraint":           {map[string]any{"topologySpreadConstraints": []any{map[string]any{"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes", "maxSkew": 1}}}, "whenUnsatisfiable"},
-		"issuerRef without a name":                 {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
+		"a metrics certificate for plain HTTP":       {map[string]any{"metrics": map[string]any{"secure": false, "certSecret": "metrics-cert"}}, "metrics.certSecret needs metrics.secure"},
+		"metrics on the health port":                 {map[string]any{"metrics": map[string]any{"port": 8081}}, "metrics.port must differ"},
+		"a metrics reader without a namespace":       {map[string]any{"metrics": map[string]any{"readerServiceAccounts": []any{map[string]any{"name": "prometheus"}}}}, "namespace"},
+		"several replicas without leader election":   {map[string]any{"replicaCount": 3, "leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled"},
+		"unknown kueue mode":                         {map[string]any{"kueue": map[string]any{"mode": "workload"}}, "kueue/mode"},
+		"a cluster domain that is no DNS name":       {map[string]any{"clusterDomain": "Cluster_Local."}, "clusterDomain"},
+		"an empty cluster domain":                    {map[string]any{"clusterDomain": ""}, "clusterDomain"},
+		"a lease duration that is no Go duration":    {map[string]any{"leaderElection": map[string]any{"leaseDuration": "4 seconds"}}, "leaseDuration"},
+		"an unknown PyTorchJob gang scheduler":       {map[string]any{"pytorchJob": map[string]any{"gangSchedulerName": "kube-batch"}}, "gangSchedulerName"},
+		"a negative PyTorchJob concurrency":          {map[string]any{"pytorchJob": map[string]any{"concurrency": -1}}, "concurrency"},
+		"a PyTorchJob concurrency that is no number": {map[string]any{"pytorchJob": map[string]any{"concurrency": "many"}}, "concurrency"},
+		"misspelt value":                             {map[string]any{"replicacount": 2}, "replicacount"},
+		"an unknown webhook failure policy":          {map[string]any{"webhook": map[string]any{"failurePolicy": "fail"}}, "failurePolicy"},
+		"a webhook timeout over 30 seconds":          {map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}, "timeoutSeconds"},
+		"a webhook timeout of 0":                     {map[string]any{"webhook": map[string]any{"timeoutSeconds": 0}}, "timeoutSeconds"},
+		"a disruption budget of no pods":             {map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": 0}}, "maxUnavailable"},
+		"a spread that is no constraint":             {map[string]any{"topologySpreadConstraints": []any{map[string]any{"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes", "maxSkew": 1}}}, "whenUnsatisfiable"},
+		"issuerRef without a name":                   {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}, "issuerRef needs a name"},
 		// Helm keeps the release in its namespace, so that one exists before
 		// the chart's objects: the chart cannot create it.
 		"creating the release namespace":         {map[string]any{"namespace": map[string]any{"create": true}}, "namespace.create needs a namespace.name other than the release namespace"},

@@ -41,7 +41,7 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: cluster-tools debian-packages ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-keep keeps the cluster.
+run: cluster-tools debian-packages $(if $(findstring -containers,$(RUN_ARGS)),deployed-tools) ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-containers: in real containers on 2 container nodes (the images of make images), RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-keep keeps the cluster.
 	@CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
 	@# The process node runs the host's programs: the local runtime's initializer is this one.
 	@if [ "$$(id -u)" = 0 ]; then install -m 0755 $(BIN)/trainyard-initializer /usr/local/bin/trainyard-initializer; fi

@@ -65,15 +65,21 @@ func (f *fashionCLI) get(ctx context.Context, name string) (*cli.Job, error) {
 // trainFashionMNIST: list the runtimes, train with 2 nodes of cpu=2,memory=1Gi
 // (WORLD_SIZE 4, as in the guide), or one node per GPU where the process node
 // has GPUs (choosePlacement), wait for node-0 to run, show the steps,
-// follow the logs, wait, report the loss curve, delete.
-func trainFashionMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time.Time) int {
+// follow the logs, wait, report the loss curve, delete. On container nodes
+// (-containers) the nodes are 2 of 1 CPU: each container node offers this
+// machine's CPUs.
+func trainFashionMNIST(ctx context.Context, c *cluster.Cluster, repo string, start time.Time, containers bool) int {
 	f := &fashionCLI{bin: filepath.Join(repo, "bin", "trainyard"), kubeconfig: c.Kubeconfig(), repo: repo}
 	if err := f.show(ctx, "runtimes"); err != nil {
 		return fail(err)
 	}
-	where, err := choosePlacement(ctx, c.Client())
-	if err != nil {
-		return fail(err)
+	where := placement{nodes: 2, resources: "cpu=1,memory=2Gi",
+		about: "2 container nodes, which share this machine's CPUs: 2 nodes of 1 CPU, gloo, in the torch image"}
+	if !containers {
+		var err error
+		if where, err = choosePlacement(ctx, c.Client()); err != nil {
+			return fail(err)
+		}
 	}
 	fmt.Printf("==> %s\n", where.about)
 	args := []string{"train", "--runtime", fashionRuntime, "--num-nodes", strconv.Itoa(where.nodes), "--resources", where.resources, fashionScript}

@@ -12,10 +12,13 @@
 // wait for node-0, show the steps, follow the logs ([node-<rank>]: prefixes),
 // wait, print the loss curve, delete. With -quick it applies examples/mnist (a
 // ConfigMap with a synthetic training script and a 2-node TrainJob on
-// torch-distributed) instead and streams its logs. It exits 0 once the TrainJob
-// is Complete, non-zero with the TrainJob's reason otherwise.
+// torch-distributed) instead and streams its logs. With -containers the same
+// guide runs in real containers on 2 container nodes instead of the process
+// node: the initializer and torch images of make images, imported into each
+// node. It exits 0 once the TrainJob is Complete, non-zero with the TrainJob's
+// reason otherwise.
 //
-// Usage: go run ./test/local [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster] (or --version)
+// Usage: go run ./test/local [-quick | -containers] [-keep] [-timeout 15m] [-state-dir bin/cluster] (or --version)
 // (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods
 // run the host's torchrun and torchvision (Debian's python3-torch and
 // python3-torchvision, which `make run` installs, with dataset-fashion-mnist) and
@@ -53,6 +56,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/cli/logs"
 	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 const (
@@ -63,6 +67,7 @@ const (
 )
 
 func main() {
+	containers := flag.Bool("containers", false, "train Fashion-MNIST in real containers on 2 container nodes (the images of make images) instead of on a process node")
 	quick := flag.Bool("quick", false, "train the synthetic examples/mnist (about 20 s) instead of Fashion-MNIST through the CLI")
 	keep := flag.Bool("keep", false, "keep the cluster running afterwards (stop it with `make cluster-down`)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "give up after this long")
@@ -72,10 +77,10 @@ func main() {
 	if showVersion.Handled(os.Stdout) {
 		return
 	}
-	os.Exit(run(*quick, *keep, *timeout, *stateDir))
+	os.Exit(run(*quick, *containers, *keep, *timeout, *stateDir))
 }
 
-func run(quick, keep bool, timeout time.Duration, stateDir string) int {
+func run(quick, containers, keep bool, timeout time.Duration, stateDir string) int {
 	start := time.Now()
 	wd, _ := os.Getwd()
 	repo, err := cluster.FindRepoDir(wd)
@@ -88,10 +93,13 @@ func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 	if os.Geteuid() != 0 {
 		return fail(errors.New("make run needs root: the process node gives every pod its own network, mount and PID namespaces"))
 	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
+	if quick && containers {
+		return fail(errors.New("-quick runs on the process node only"))
+	}
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil && !containers {
 		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
 	}
-	if !quick {
+	if !quick && !containers {
 		if _, err := os.Stat("/usr/local/bin/trainyard-initializer"); err != nil {
 			return fail(errNoInitializer)
 		}
@@ -102,11 +110,16 @@ func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	fmt.Printf("==> Starting a local cluster with a process node (state and logs in %s)\n", rel(wd, stateDir))
-	c, err := cluster.Up(ctx, cluster.Options{
+	o := cluster.Options{
 		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: keep,
 		Progress: os.Stdout, // and the runtimes a real install has (cluster.LocalRuntimes)
-	})
+	}
+	nodes := "a process node"
+	if containers {
+		o.ProcessNodes, o.ContainerNodes, nodes = 0, 2, "2 container nodes"
+	}
+	fmt.Printf("==> Starting a local cluster with %s (state and logs in %s)\n", nodes, rel(wd, stateDir))
+	c, err := cluster.Up(ctx, o)
 	if err != nil {
 		if strings.Contains(err.Error(), "still running") {
 			err = fmt.Errorf("%w\n(stop it with `make cluster-down`)", err)
@@ -126,7 +139,12 @@ func run(quick, keep bool, timeout time.Duration, stateDir string) int {
 		if quick {
 			return trainMNIST(ctx, c, repo, start)
 		}
-		return trainFashionMNIST(ctx, c, repo, start)
+		if containers {
+			if err := setUpContainers(ctx, c, repo); err != nil {
+				return fail(err)
+			}
+		}
+		return trainFashionMNIST(ctx, c, repo, start, containers)
 	}()
 	if keep {
 		kubectl := rel(wd, filepath.Join(repo, "bin", "k8s", "kubectl"))
@@ -292,4 +310,19 @@ func rel(wd, p string) string {
 func fail(err error) int {
 	fmt.Fprintln(os.Stderr, "error:", err)
 	return 1
+}
+
+// setUpContainers imports the initializer and torch images into every
+// container node and replaces the Fashion-MNIST runtime with its container
+// form (e2eutil.FashionMNISTRuntimeForContainers).
+func setUpContainers(ctx context.Context, c *cluster.Cluster, repo string) error {
+	fmt.Println("==> Importing the initializer and torch images into the container nodes")
+	if err := c.ImportImages(ctx, e2eutil.ImageArchive(repo, "trainyard-initializer"), e2eutil.ImageArchive(repo, "torch")); err != nil {
+		return err
+	}
+	rt, err := e2eutil.FashionMNISTRuntimeForContainers(repo)
+	if err != nil {
+		return err
+	}
+	return c.Apply(ctx, rt)
 }

@@ -159,11 +159,11 @@ func (c *Cluster) managerArgs(replica int) []string {
 		"--metrics-bind-address=" + loopback(p.Metrics), "--metrics-secure=false",
 		"--health-probe-bind-address=" + loopback(p.Health),
 		"--leader-elect", "--leader-election-namespace=" + ManagerNamespace,
-		// The status server on every address, so that process nodes' pods reach
-		// it on the bridge (ProcessHostAddress); every replica renders the same
+		// The status server on every address, so that pods reach it on the
+		// host's address for them (statusHost); every replica renders the same
 		// URL, replica 0's, and the others serve on a port of their own.
 		"--status-server-bind-address=" + statusBind(replica, c.ports.ManagerStatus),
-		fmt.Sprintf("--status-server-url=https://%s:%d", ProcessHostAddress, c.ports.ManagerStatus),
+		fmt.Sprintf("--status-server-url=https://%s:%d", c.statusHost(), c.ports.ManagerStatus),
 		"--status-server-ca-file=" + c.pki.caCert(),
 	}
 	if c.o.Profiling {
@@ -323,6 +323,17 @@ func (c *Cluster) httpsClient(admin bool) (*http.Client, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil
+}
+
+// statusHost is the host address in the status server's URL: process nodes'
+// pods reach the host on their bridge (ProcessHostAddress), container nodes'
+// pods only on the node IP, which process nodes' pods reach too (the host's
+// own address, through their bridge). The serving certificate holds both.
+func (c *Cluster) statusHost() string {
+	if c.nodeIP != "" {
+		return c.nodeIP
+	}
+	return ProcessHostAddress
 }
 
 // statusBind is where manager replica i serves the status server: replica 0

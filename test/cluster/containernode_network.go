@@ -71,7 +71,7 @@ func (c *Cluster) prepareContainerNodes(ctx context.Context) error {
 		return fmt.Errorf("container nodes: %w", err)
 	}
 	c.nodeIP = ip
-	c.pki.apiserverIPs = []net.IP{net.ParseIP(ip)}
+	c.pki.hostIPs = []net.IP{net.ParseIP(ip)}
 	return nil
 }
 

@@ -154,3 +154,19 @@ func TestAPIServerAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusServerURL: the manager gives pods the status server at the
+// process nodes' bridge address without container nodes and at the node IP
+// with them; container nodes' pods cannot reach the bridge address.
+func TestStatusServerURL(t *testing.T) {
+	for _, tc := range []struct{ nodeIP, want string }{
+		{"", "--status-server-url=https://" + ProcessHostAddress + ":8443"},
+		{"192.0.2.2", "--status-server-url=https://192.0.2.2:8443"},
+	} {
+		c := &Cluster{o: Options{StateDir: "/state"}, pki: pki{dir: "/state/pki"}, nodeIP: tc.nodeIP,
+			ports: Ports{ManagerStatus: 8443}, replicas: []replicaPorts{{}}}
+		if args := c.managerArgs(0); !slices.Contains(args, tc.want) {
+			t.Errorf("node IP %q: manager arguments lack %s: %v", tc.nodeIP, tc.want, args)
+		}
+	}
+}

@@ -22,16 +22,18 @@ import (
 // state directory.
 type pki struct {
 	dir string
-	// apiserverIPs are more addresses of the API server's serving certificate:
-	// with container nodes, the host IP that pods reach it on.
-	apiserverIPs []net.IP
+	// hostIPs are more addresses of the API server's and the shared serving
+	// certificates: with container nodes, the host IP that their pods reach
+	// the API server and the manager's status server on.
+	hostIPs []net.IP
 }
 
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // CA, API server serving pair, admin client pair, service-account key pair, and a
 // serving pair for 127.0.0.1 shared by the webhook servers, the secure ports of
-// kube-controller-manager and kube-scheduler and the process nodes' kubelet API.
+// kube-controller-manager and kube-scheduler, the process nodes' kubelet API and
+// the manager's status server.
 func (p pki) caCert() string        { return p.path("ca.crt") }
 func (p pki) caKey() string         { return p.path("ca.key") }
 func (p pki) apiserverCert() string { return p.path("apiserver.crt") }
@@ -115,7 +117,7 @@ func (p pki) generate() error {
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1)}
 	if err := leaf(p.apiserverCert(), p.apiserverKey(), pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		append(append(loopback, net.IPv4(10, 0, 0, 1)), p.apiserverIPs...)); err != nil {
+		append(append(loopback, net.IPv4(10, 0, 0, 1)), p.hostIPs...)); err != nil {
 		return fmt.Errorf("apiserver certificate: %w", err)
 	}
 	if err := leaf(p.adminCert(), p.adminKey(), pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
@@ -127,7 +129,7 @@ func (p pki) generate() error {
 		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
 	if err := leaf(p.servingCert(), p.servingKey(), pkix.Name{CommonName: "127.0.0.1"}, x509.ExtKeyUsageServerAuth,
-		[]string{"localhost"}, append(loopback, net.ParseIP(ProcessHostAddress))); err != nil {
+		[]string{"localhost"}, append(append(loopback, net.ParseIP(ProcessHostAddress)), p.hostIPs...)); err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
 

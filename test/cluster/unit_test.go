@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,7 @@ func TestLocalConversion(t *testing.T) {
 }
 
 func TestPKI(t *testing.T) {
-	p := pki{dir: filepath.Join(t.TempDir(), "pki")}
+	p := pki{dir: filepath.Join(t.TempDir(), "pki"), hostIPs: []net.IP{net.ParseIP("192.0.2.2")}}
 	if err := p.generate(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,11 @@ func TestPKI(t *testing.T) {
 		{p.apiserverCert(), p.apiserverKey(), "127.0.0.1", x509.ExtKeyUsageServerAuth, ""},
 		{p.apiserverCert(), p.apiserverKey(), "kubernetes.default.svc", x509.ExtKeyUsageServerAuth, ""},
 		{p.apiserverCert(), p.apiserverKey(), "localhost", x509.ExtKeyUsageServerAuth, ""},
+		{p.apiserverCert(), p.apiserverKey(), "192.0.2.2", x509.ExtKeyUsageServerAuth, ""},
 		{p.servingCert(), p.servingKey(), "127.0.0.1", x509.ExtKeyUsageServerAuth, ""},
+		// The status server's URL: process nodes' pods, container nodes' pods.
+		{p.servingCert(), p.servingKey(), ProcessHostAddress, x509.ExtKeyUsageServerAuth, ""},
+		{p.servingCert(), p.servingKey(), "192.0.2.2", x509.ExtKeyUsageServerAuth, ""},
 		{p.adminCert(), p.adminKey(), "", x509.ExtKeyUsageClientAuth, "system:masters"},
 	} {
 		pair, err := tls.LoadX509KeyPair(x.cert, x.key)

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -30,11 +31,31 @@ const (
 	annotationContainerdRef = "io.containerd.image.name"
 )
 
-// writeArchive writes img as an OCI image layout in dir, named ref in its
-// index, and packs the layout into a tar at path (an oci-archive): sorted
-// entries, each with the time created, owned by root. It returns the image's
-// manifest digest and the archive's size.
-func writeArchive(img v1.Image, ref, path, dir string, created time.Time) (v1.Hash, int64, error) {
+// newImage is an OCI image (OCI's manifest and config media types) of cfg and
+// the layers, in order, each an OCI layer.
+func newImage(cfg *v1.ConfigFile, layers ...mutate.Addendum) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err := mutate.ConfigFile(img, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range layers {
+		layers[i].MediaType = types.OCILayer
+	}
+	return mutate.Append(img, layers...)
+}
+
+// writeArchive writes img as an OCI image layout in a temporary directory
+// beside path, named ref in its index, and packs the layout into a tar at path
+// (an oci-archive): sorted entries, each with the time created, owned by root.
+// It returns the image's manifest digest and the archive's size.
+func writeArchive(img v1.Image, ref, path string, created time.Time) (v1.Hash, int64, error) {
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".layout-")
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
 	lp, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return v1.Hash{}, 0, err

@@ -1,16 +1,13 @@
 package images
 
 import (
-	"os"
 	"path"
 	"runtime"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // File is one file of a file image.
@@ -43,21 +40,12 @@ func WriteFileImage(dest, ref string, entrypoint []string, files ...File) (v1.Ha
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{Architecture: runtime.GOARCH, OS: "linux", Created: v1.Time{Time: created},
-		Config: v1.Config{Entrypoint: entrypoint, Env: []string{"PATH=/"}}, RootFS: v1.RootFS{Type: "layers"}})
+	img, err := newImage(&v1.ConfigFile{Architecture: runtime.GOARCH, OS: "linux", Created: v1.Time{Time: created},
+		Config: v1.Config{Entrypoint: entrypoint, Env: []string{"PATH=/"}}, RootFS: v1.RootFS{Type: "layers"}},
+		mutate.Addendum{Layer: l})
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if img, err = mutate.Append(img, mutate.Addendum{Layer: l, MediaType: types.OCILayer}); err != nil {
-		return v1.Hash{}, err
-	}
-	work, err := os.MkdirTemp("", "file-image-")
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	defer func() { _ = os.RemoveAll(work) }()
-	d, _, err := writeArchive(img, ref, dest, work, created)
+	d, _, err := writeArchive(img, ref, dest, created)
 	return d, err
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // TestWriteFileImage reads a file image back as a runtime does: the index
@@ -35,19 +34,11 @@ func TestWriteFileImage(t *testing.T) {
 		t.Errorf("config for %s/%s, entrypoint (-want +got):\n%s", cf.OS, cf.Architecture, diff)
 	}
 	got := map[string]string{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		got[h.Name] = string(rune(h.Typeflag)) + " " + string(b) + " " + modeString(h.Mode)
-	}
-	want := map[string]string{"bin": "5  755", "bin/x": "0 #! 755", "etc": "5  755", "etc/x": "5  755", "etc/x/y.conf": "0 y 644"}
+	eachFile(t, img, func(p string, h *tar.Header, r io.Reader) {
+		b, _ := io.ReadAll(r)
+		got[p] = string(rune(h.Typeflag)) + " " + string(b) + " " + modeString(h.Mode)
+	})
+	want := map[string]string{"/bin": "5  755", "/bin/x": "0 #! 755", "/etc": "5  755", "/etc/x": "5  755", "/etc/x/y.conf": "0 y 644"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("layer (type, data, mode) (-want +got):\n%s", diff)
 	}

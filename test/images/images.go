@@ -30,9 +30,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Image is what one image holds: the binaries copied to /<name>, in order,
@@ -205,7 +203,7 @@ func Build(ctx context.Context, opts Options) ([]Result, bool, error) {
 			return nil, false, fmt.Errorf("image %s: %w", im.Name, err)
 		}
 		r := Result{Image: im, Ref: im.Ref(opts), Path: filepath.Join(opts.OutDir, im.Name+".oci.tar")}
-		if r.Digest, r.Size, err = writeArchive(img, r.Ref, r.Path, filepath.Join(work, im.Name), created); err != nil {
+		if r.Digest, r.Size, err = writeArchive(img, r.Ref, r.Path, created); err != nil {
 			return nil, false, fmt.Errorf("image %s: %w", im.Name, err)
 		}
 		logf("wrote %s (%s, %s) in %s", r.Path, r.Ref, mib(r.Size), time.Since(start).Round(100*time.Millisecond))
@@ -275,20 +273,14 @@ func assemble(im Image, opts Options, created time.Time, base v1.Layer, bins map
 	if len(ports) == 0 {
 		cfg.Config.ExposedPorts = nil
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err := mutate.ConfigFile(img, cfg)
-	if err != nil {
-		return nil, err
-	}
 	history := func(by string) v1.History { return v1.History{Created: v1.Time{Time: created}, CreatedBy: by} }
-	adds := []mutate.Addendum{{Layer: base, MediaType: types.OCILayer,
+	adds := []mutate.Addendum{{Layer: base,
 		History: history("trainyard base: nonroot user 65532, CA certificates (stands in for gcr.io/distroless/static:nonroot)")}}
 	for _, b := range im.Binaries {
-		adds = append(adds, mutate.Addendum{Layer: bins[b], MediaType: types.OCILayer,
+		adds = append(adds, mutate.Addendum{Layer: bins[b],
 			History: history(fmt.Sprintf("COPY /out/%s /%s", b, b))})
 	}
-	return mutate.Append(img, adds...)
+	return newImage(cfg, adds...)
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

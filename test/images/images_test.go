@@ -200,6 +200,25 @@ func readImage(t *testing.T, archive string) (v1.Descriptor, v1.Image) {
 	return m.Manifests[0], img
 }
 
+// eachFile calls fn with each entry of the image's flattened file system
+// (whiteouts applied): its path from /, its header and its data.
+func eachFile(t *testing.T, img v1.Image, fn func(p string, h *tar.Header, r io.Reader)) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer func() { _ = rc.Close() }()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn("/"+strings.TrimSuffix(h.Name, "/"), h, tr)
+	}
+}
+
 func layerDigests(t *testing.T, archive string) []v1.Hash {
 	_, img := readImage(t, archive)
 	layers, err := img.Layers()
@@ -280,26 +299,16 @@ func checkImage(t *testing.T, r Result, opts Options, st *stage) {
 func checkFiles(t *testing.T, img v1.Image, st *stage, name string) {
 	files := map[string]*tar.Header{}
 	data := map[string][]byte{}
-	rc := mutate.Extract(img)
-	defer func() { _ = rc.Close() }()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := "/" + strings.TrimSuffix(h.Name, "/")
+	eachFile(t, img, func(p string, h *tar.Header, r io.Reader) {
 		files[p] = h
-		if data[p], err = io.ReadAll(tr); err != nil {
+		var err error
+		if data[p], err = io.ReadAll(r); err != nil {
 			t.Fatal(err)
 		}
 		if !h.ModTime.Equal(time.Unix(testEpoch, 0)) {
 			t.Errorf("%s: time %s, want SOURCE_DATE_EPOCH %d", p, h.ModTime, testEpoch)
 		}
-	}
+	})
 	var top []string
 	for p, h := range files {
 		if h.Typeflag == tar.TypeReg && strings.Count(p, "/") == 1 {

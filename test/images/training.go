@@ -13,9 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // The training images are what the pods of the local runtimes run on a
@@ -235,13 +233,8 @@ func (ti TrainingImage) build(ctx context.Context, opts Options, deb debian, cre
 	if err != nil {
 		return Result{}, err
 	}
-	work, err := os.MkdirTemp(opts.OutDir, ".build-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer func() { _ = os.RemoveAll(work) }()
 	r := Result{Image: Image{Name: ti.Name}, Ref: ti.Ref(), Path: path}
-	r.Digest, r.Size, err = writeArchive(img, r.Ref, path, work, created)
+	r.Digest, r.Size, err = writeArchive(img, r.Ref, path, created)
 	return r, err
 }
 
@@ -264,17 +257,11 @@ func (ti TrainingImage) assemble(opts Options, created time.Time, packages strin
 		},
 		RootFS: v1.RootFS{Type: "layers"},
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err := mutate.ConfigFile(img, cfg)
-	if err != nil {
-		return nil, err
-	}
 	history := func(by string) v1.History { return v1.History{Created: v1.Time{Time: created}, CreatedBy: by} }
-	return mutate.Append(img,
-		mutate.Addendum{Layer: base, MediaType: types.OCILayer,
+	return newImage(cfg,
+		mutate.Addendum{Layer: base,
 			History: history("debootstrap --variant=minbase --include=" + strings.Join(BasePackages, ",") + " " + Suite)},
-		mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
+		mutate.Addendum{Layer: layer,
 			History: history("apt-get install --no-install-recommends " + strings.Join(ti.Packages, " "))})
 }
 

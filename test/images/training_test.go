@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/trainyard/trainyard/test/prereq"
 )
@@ -155,21 +154,10 @@ func checkTrainingConfig(t *testing.T, img v1.Image, ti TrainingImage) {
 func checkTrainingFiles(t *testing.T, img v1.Image, ti TrainingImage) {
 	files := map[string]*tar.Header{}
 	small := map[string]string{} // the contents of the files checked below
-	rc := mutate.Extract(img)
-	defer func() { _ = rc.Close() }()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := "/" + strings.TrimSuffix(h.Name, "/")
+	eachFile(t, img, func(p string, h *tar.Header, r io.Reader) {
 		files[p] = h
 		if p == ManifestPath || p == "/etc/passwd" || p == "/home/mpiuser/.sshd_config" || p == "/etc/ssh/ssh_config.d/trainyard.conf" {
-			b, err := io.ReadAll(tr)
+			b, err := io.ReadAll(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +167,7 @@ func checkTrainingFiles(t *testing.T, img v1.Image, ti TrainingImage) {
 			strings.HasSuffix(p, ".deb") || p == "/etc/resolv.conf" || p == "/usr/sbin/policy-rc.d" || strings.Contains(p, "/.wh.") {
 			t.Errorf("%s: the image keeps what it should not (apt's lists or archives, the build's resolv.conf, policy-rc.d, a whiteout)", p)
 		}
-	}
+	})
 	for _, p := range wantFiles[ti.Name] {
 		if h := files[p]; h == nil || (h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeSymlink && h.Typeflag != tar.TypeLink) {
 			t.Errorf("%s: missing", p)

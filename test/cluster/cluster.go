@@ -408,7 +408,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.waitServiceAccount(ctx, "default"); err != nil {
 		return nil, err
 	}
-	c.progress("cluster ready: %d runtimes and the users' roles installed, nodes Ready", len(c.o.Runtimes))
+	c.progress("%s", c.o.readyMessage())
 	return c, nil
 }
 

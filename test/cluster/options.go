@@ -246,3 +246,11 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
+
+// readyMessage is the progress line of a cluster that is up: what it installed.
+func (o Options) readyMessage() string {
+	if o.ExternalManager {
+		return fmt.Sprintf("cluster ready without the manager (no Trainyard CRDs, webhooks or users' roles: install the chart or an overlay), %d runtimes installed, nodes Ready", len(o.Runtimes))
+	}
+	return fmt.Sprintf("cluster ready: %d runtimes and the users' roles installed, nodes Ready", len(o.Runtimes))
+}

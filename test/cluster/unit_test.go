@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
@@ -295,5 +296,22 @@ func TestKueueFrameworksFor(t *testing.T) {
 	got[0] = "changed"
 	if DefaultKueueFrameworks[0] != "batch/job" {
 		t.Errorf("DefaultKueueFrameworks changed through the result: %v", DefaultKueueFrameworks)
+	}
+}
+
+// TestReadyMessage: the cluster's last progress line says what it installed;
+// without the manager it installed no roles.
+func TestReadyMessage(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Runtimes: []string{"a.yaml", "b.yaml"}}, "cluster ready: 2 runtimes and the users' roles installed, nodes Ready"},
+		{Options{ExternalManager: true, Runtimes: []string{}},
+			"cluster ready without the manager (no Trainyard CRDs, webhooks or users' roles: install the chart or an overlay), 0 runtimes installed, nodes Ready"},
+	} {
+		if diff := cmp.Diff(tc.want, tc.o.readyMessage()); diff != "" {
+			t.Errorf("ExternalManager %v (-want +got):\n%s", tc.o.ExternalManager, diff)
+		}
 	}
 }

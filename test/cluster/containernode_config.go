@@ -161,6 +161,14 @@ func (c *Cluster) kubeletConfig(dir string, node containerNode) map[string]inter
 		"imageGCLowThresholdPercent":  99,
 		"evictionHard":                map[string]string{"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
 		"serializeImagePulls":         false,
+		// The kubelet rewrites a pod's Secret and ConfigMap volumes only when
+		// it syncs the pod, every syncFrequency (default 1 min, plus jitter),
+		// though it watches the objects themselves (Watch). A manager
+		// that writes its webhook certificate into its own Secret waits that
+		// long to become Ready; a local cluster wants seconds, and a handful of
+		// pods per node makes the extra syncs cheap.
+		"syncFrequency": "5s",
+		"configMapAndSecretChangeDetectionStrategy": "Watch",
 	}
 }
 

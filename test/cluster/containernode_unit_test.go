@@ -31,7 +31,8 @@ func TestContainerNodeConfigs(t *testing.T) {
 		bridge: containerBridge("/state", 0), podCIDR: "10.253.0.0/24"}
 	kc := c.kubeletConfig(dir, node)
 	if kc["failCgroupV1"] != false || kc["cgroupDriver"] != "cgroupfs" || kc["staticPodPath"] != "" ||
-		kc["containerRuntimeEndpoint"] != "unix:///state/container-nodes/0/containerd/containerd.sock" {
+		kc["containerRuntimeEndpoint"] != "unix:///state/container-nodes/0/containerd/containerd.sock" ||
+		kc["syncFrequency"] != "5s" || kc["configMapAndSecretChangeDetectionStrategy"] != "Watch" {
 		t.Errorf("kubelet config: %v", kc)
 	}
 	if len(node.bridge) > 15 {

@@ -161,6 +161,12 @@ func trainFashionMNIST(ctx context.Context, c *cluster.Cluster, repo string, sta
 		fmt.Printf("==> TrainJob %s Complete, but rank 0 never printed \"Training is finished\"\n", name)
 		return 1
 	}
+	// Rank 0 reports progress to the manager's status server; a failed report
+	// only prints a line, so check that one arrived.
+	if j.TrainerStatus == nil {
+		fmt.Printf("==> TrainJob %s Complete, but no progress reached status.trainerStatus (rank 0's logs say why)\n", name)
+		return 1
+	}
 	fmt.Printf("==> TrainJob %s Complete (%s) in %.1fs after train; make run took %.1fs\n", name, j.Reason, elapsed, time.Since(start).Seconds())
 	return 0
 }

@@ -38,21 +38,6 @@ func volcanoRuntime(policy *trainer.VolcanoPodGroupPolicySource, priority map[st
 	return w.Obj()
 }
 
-// fieldErr is a field error without its value, its message compared whole.
-type fieldErr struct {
-	Field  string
-	Type   field.ErrorType
-	Detail string
-}
-
-func fieldErrs(errs field.ErrorList) []fieldErr {
-	var out []fieldErr
-	for _, e := range errs {
-		out = append(out, fieldErr{Field: e.Field, Type: e.Type, Detail: e.Detail})
-	}
-	return out
-}
-
 func TestValidateLookupsPriorityClass(t *testing.T) {
 	existing := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
 	volcano := &trainer.VolcanoPodGroupPolicySource{}
@@ -63,21 +48,21 @@ func TestValidateLookupsPriorityClass(t *testing.T) {
 		priority map[string]string
 		policy   *trainer.VolcanoPodGroupPolicySource
 		reads    *interceptor.Funcs
-		want     []fieldErr
+		want     []rtt.FieldErrDetail
 	}{
 		"no priority class":                      {policy: volcano},
 		"an existing priority class":             {policy: volcano, priority: map[string]string{"node": "high"}},
 		"a system priority class ends the check": {policy: volcano, priority: map[string]string{"node": "system-node-critical"}},
 		"a missing priority class": {
 			policy: volcano, priority: map[string]string{"node": "urgent"},
-			want: []fieldErr{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInvalid,
+			want: []rtt.FieldErrDetail{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInvalid,
 				Detail: `PriorityClass "urgent" doesn't exist: priorityclasses.scheduling.k8s.io "urgent" not found`}},
 		},
 		"the last job's class is the one checked":                          {policy: volcano, priority: map[string]string{"side": "urgent", "node": "high"}},
 		"a missing priority class without a Volcano policy is not checked": {priority: map[string]string{"node": "urgent"}},
 		"a failed lookup": {
 			policy: volcano, priority: map[string]string{"node": "high"}, reads: &unreadable,
-			want: []fieldErr{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInternal,
+			want: []rtt.FieldErrDetail{{Field: "spec.templateSpec.priorityClassName", Type: field.ErrorTypeInternal,
 				Detail: `looking up PriorityClass "high": connection refused`}},
 		},
 	}
@@ -88,7 +73,7 @@ func TestValidateLookupsPriorityClass(t *testing.T) {
 				b = b.WithInterceptorFuncs(*tc.reads)
 			}
 			errs := validation.ValidateLookups(context.Background(), b.Build(), rtt.MakeTrainJob("ns", "job").Obj(), volcanoRuntime(tc.policy, tc.priority))
-			if diff := cmp.Diff(tc.want, fieldErrs(errs)); diff != "" {
+			if diff := cmp.Diff(tc.want, rtt.FieldErrDetails(errs)); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})

@@ -26,6 +26,24 @@ func FieldErrs(errs field.ErrorList) []FieldErr {
 	return out
 }
 
+// FieldErrDetail is a FieldErr with its message, for tests that compare the
+// message whole.
+type FieldErrDetail struct {
+	Field  string
+	Type   field.ErrorType
+	Detail string
+}
+
+// FieldErrDetails summarises a field.ErrorList with each error's message (nil
+// for an empty list).
+func FieldErrDetails(errs field.ErrorList) []FieldErrDetail {
+	var out []FieldErrDetail
+	for _, e := range errs {
+		out = append(out, FieldErrDetail{Field: e.Field, Type: e.Type, Detail: e.Detail})
+	}
+	return out
+}
+
 // FieldErrsOf summarises the field errors inside err: a *framework.InvalidError
 // gives its list, a (wrapped) *field.Error gives itself. Any other non-nil error
 // gives one FieldErr with Type "" and the message as Field, so that it shows in

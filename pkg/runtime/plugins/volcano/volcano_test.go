@@ -117,13 +117,13 @@ func TestBuild(t *testing.T) {
 func TestValidate(t *testing.T) {
 	cases := map[string]struct {
 		rt   *runtime.Runtime
-		want []fieldErr
+		want []rtt.FieldErrDetail
 	}{
 		"a queue":             {rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, map[string]string{volcano.QueueAnnotation: "q"}, nil)},
 		"no queue annotation": {rt: gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, nil, nil)},
 		"an empty queue name": {
 			rt:   gangRuntime(&trainer.VolcanoPodGroupPolicySource{}, map[string]string{volcano.QueueAnnotation: ""}, nil),
-			want: []fieldErr{{Field: "spec.annotations[scheduling.volcano.sh/queue-name]", Type: field.ErrorTypeInvalid, Detail: "Volcano queue name must not be empty"}},
+			want: []rtt.FieldErrDetail{{Field: "spec.annotations[scheduling.volcano.sh/queue-name]", Type: field.ErrorTypeInvalid, Detail: "Volcano queue name must not be empty"}},
 		},
 		"an empty queue name without a Volcano policy is not Volcano's": {
 			rt: gangRuntime(nil, map[string]string{volcano.QueueAnnotation: ""}, nil),
@@ -136,7 +136,7 @@ func TestValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := fieldErrs(volcano.New().Validate(info, nil, job))
+			got := rtt.FieldErrDetails(volcano.New().Validate(info, nil, job))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
@@ -145,21 +145,6 @@ func TestValidate(t *testing.T) {
 }
 
 var _ framework.ValidatePlugin = volcano.New()
-
-// fieldErr is a field error without its value, messages compared whole.
-type fieldErr struct {
-	Field  string
-	Type   field.ErrorType
-	Detail string
-}
-
-func fieldErrs(errs field.ErrorList) []fieldErr {
-	var out []fieldErr
-	for _, e := range errs {
-		out = append(out, fieldErr{Field: e.Field, Type: e.Type, Detail: e.Detail})
-	}
-	return out
-}
 
 func TestGangWaiting(t *testing.T) {
 	job := rtt.MakeTrainJob("ns", "job").Obj()

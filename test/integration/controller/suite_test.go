@@ -28,23 +28,10 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = framework.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration environment:", err)
-		os.Exit(1)
-	}
-	env.ExtraPlugins = testPlugins
-	if err := env.StartManager(framework.ManagerOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping integration environment:", err)
-	}
-	os.Exit(code)
+	framework.Main(m, &env, framework.Options{}, func(e *framework.Env) (func(), error) {
+		e.ExtraPlugins = testPlugins
+		return nil, e.StartManager(framework.ManagerOptions{})
+	})
 }
 
 func ctx() context.Context { return context.Background() }

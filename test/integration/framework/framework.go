@@ -7,7 +7,6 @@
 package framework
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,13 +23,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -71,9 +67,8 @@ type Env struct {
 	gcDone       chan struct{}
 	tmpDir       string
 	mu           sync.Mutex
-	stopMgr      context.CancelFunc
+	stopMgr      func()
 	stopJobSet   func()
-	mgrDone      chan struct{}
 }
 
 // RepoRoot is the repository's top directory.
@@ -279,14 +274,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err != nil {
 		return err
 	}
-	mgrOpts := ctrl.Options{
-		Scheme:                 e.Scheme,
-		Cache:                  cacheOpts,
-		Client:                 controller.ClientOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	}
+	mgrOpts := TestManagerOptions(ctrl.Options{Scheme: e.Scheme, Cache: cacheOpts, Client: controller.ClientOptions()})
 	if e.webhooks {
 		wo := e.env.WebhookInstallOptions
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
@@ -308,24 +296,9 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 		return err
 	}
 	e.Manager, e.Metrics = m, reg
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped with error:", err)
-		}
-	}()
-	e.stopMgr, e.mgrDone = cancel, done
+	e.stopMgr = RunManager(mgr, "manager")
 	if e.webhooks {
-		// Admission fails closed: wait until the webhook server answers.
-		deadline := time.Now().Add(Timeout)
-		for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("webhook server did not start within %s", Timeout)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		return waitWebhookServer(mgr, "webhook server")
 	}
 	return nil
 }
@@ -338,8 +311,7 @@ func (e *Env) StopManager() {
 		return
 	}
 	e.stopMgr()
-	<-e.mgrDone
-	e.stopMgr, e.mgrDone = nil, nil
+	e.stopMgr = nil
 }
 
 // Stop tears everything down.

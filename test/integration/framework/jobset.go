@@ -22,8 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	jobsetwebhooks "sigs.k8s.io/jobset/pkg/webhooks"
@@ -43,34 +41,19 @@ func (e *Env) startJobSetWebhooks(jobsetDir string) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:                 e.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: port, CertDir: wo.LocalServingCertDir}),
-	})
+	mgr, err := ctrl.NewManager(e.Config, TestManagerOptions(ctrl.Options{
+		Scheme:        e.Scheme,
+		WebhookServer: webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: port, CertDir: wo.LocalServingCertDir}),
+	}))
 	if err != nil {
 		return fmt.Errorf("JobSet webhook manager: %w", err)
 	}
 	if err := jobsetwebhooks.Setup(mgr); err != nil {
 		return fmt.Errorf("JobSet webhooks: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "JobSet webhooks stopped with error:", err)
-		}
-	}()
-	e.stopJobSet = func() { cancel(); <-done }
-	deadline := time.Now().Add(Timeout)
-	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("JobSet webhook server did not start within %s", Timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	e.stopJobSet = RunManager(mgr, "JobSet webhooks")
+	if err := waitWebhookServer(mgr, "JobSet webhook server"); err != nil {
+		return err
 	}
 	base := "https://" + net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(port))
 	if err := e.installJobSetWebhookConfigs(filepath.Join(jobsetDir, "config", "components", "webhook", "manifests.yaml"), base, wo.LocalServingCAData); err != nil {

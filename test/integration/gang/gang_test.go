@@ -7,7 +7,6 @@ package gang
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,22 +34,8 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = framework.Start(framework.Options{CRDPaths: []string{filepath.Join(framework.RepoRoot(), "test", "integration", "gang", "testdata", "crds")}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration environment:", err)
-		os.Exit(1)
-	}
-	if err := env.StartManager(framework.ManagerOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping integration environment:", err)
-	}
-	os.Exit(code)
+	crds := filepath.Join(framework.RepoRoot(), "test", "integration", "gang", "testdata", "crds")
+	framework.Main(m, &env, framework.Options{CRDPaths: []string{crds}}, framework.WithManager(framework.ManagerOptions{}))
 }
 
 func ctx() context.Context { return context.Background() }

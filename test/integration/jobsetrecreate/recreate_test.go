@@ -9,7 +9,6 @@ package jobsetrecreate
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,19 +28,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	if env, err = framework.Start(framework.Options{Webhooks: true, JobSetWebhooks: true}); err != nil {
-		fmt.Fprintln(os.Stderr, "integration environment:", err)
-		os.Exit(1)
-	}
-	if err := env.StartManager(framework.ManagerOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	framework.Main(m, &env, framework.Options{Webhooks: true, JobSetWebhooks: true}, framework.WithManager(framework.ManagerOptions{}))
 }
 
 func ctx() context.Context { return context.Background() }

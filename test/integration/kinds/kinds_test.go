@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,15 +33,8 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	var err error
 	crd := filepath.Join(framework.RepoRoot(), "test", "integration", "kinds", "testkind", "crd.yaml")
-	if env, err = framework.Start(framework.Options{Webhooks: true, CRDPaths: []string{crd}}); err != nil {
-		fmt.Fprintln(os.Stderr, "integration environment:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	framework.Main(m, &env, framework.Options{Webhooks: true, CRDPaths: []string{crd}}, nil)
 }
 
 func ctx() context.Context { return context.Background() }

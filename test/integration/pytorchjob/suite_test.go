@@ -25,8 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
@@ -44,24 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = framework.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration environment:", err)
-		os.Exit(1)
-	}
-	stop, err := startManager()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping integration environment:", err)
-	}
-	os.Exit(code)
+	framework.Main(m, &env, framework.Options{}, func(*framework.Env) (func(), error) { return startManager() })
 }
 
 // startManager runs a manager with the production cache settings and only the
@@ -76,28 +57,14 @@ func startManager() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(env.Config, framework.TestManagerOptions(ctrl.Options{Scheme: scheme, Cache: cacheOpts}))
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: 4}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped with error:", err)
-		}
-	}()
-	return func() { cancel(); <-done }, nil
+	return framework.RunManager(mgr, "manager"), nil
 }
 
 func ctx() context.Context { return context.Background() }

@@ -2,9 +2,6 @@ package deployed_e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -78,17 +75,7 @@ func TestGuideInContainers(t *testing.T) {
 }
 
 // buildCLI builds cmd/trainyard.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trainyard")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trainyard")
-	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/trainyard: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildCLI(t *testing.T) string { t.Helper(); return e2eutil.BuildTemp(t, repo, "trainyard") }
 
 // trainyardCLI runs the CLI in namespace default from the repository, so
 // that example paths work as in the docs.

@@ -26,6 +26,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	tycli "github.com/trainyard/trainyard/pkg/cli"
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 // The trainyard CLI, built once per test binary, driven as a user would: a
@@ -41,12 +42,7 @@ func trainyardCLI(t *testing.T) string {
 	cliOnce.Do(func() {
 		// In the suite's state directory, which goes away after a passing run.
 		cliBin = filepath.Join(c.StateDir(), "trainyard-cli", "trainyard")
-		cmd := exec.Command("go", "build", "-o", cliBin, "./cmd/trainyard")
-		cmd.Dir = repoFile(".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cliErr = fmt.Errorf("go build ./cmd/trainyard: %v\n%s", err, out)
-		}
+		cliErr = e2eutil.Build(repoFile("."), "trainyard", cliBin)
 	})
 	if cliErr != nil {
 		t.Fatal(cliErr)

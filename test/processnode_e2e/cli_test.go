@@ -12,20 +12,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 // buildCLI builds cmd/trainyard into a temporary directory.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trainyard")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trainyard")
-	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/trainyard: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildCLI(t *testing.T) string { t.Helper(); return e2eutil.BuildTemp(t, repo, "trainyard") }
 
 // cliCmd is trainyard with the cluster's kubeconfig and namespace ns, run from the
 // repository (so that examples/... paths work as in the docs).

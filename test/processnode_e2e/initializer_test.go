@@ -24,6 +24,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
@@ -40,14 +41,8 @@ const bigObjectMiB = 200
 // (cached in bin/k8s by test/tools/build.sh) and returns their paths.
 func buildInitializer(t *testing.T) (initializer, s3server string) {
 	t.Helper()
-	initializer = filepath.Join(t.TempDir(), "trainyard-initializer")
-	cmd := exec.Command("go", "build", "-o", initializer, "./cmd/trainyard-initializer")
-	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/trainyard-initializer: %v\n%s", err, out)
-	}
-	cmd = exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"), "s3-server")
+	initializer = e2eutil.BuildTemp(t, repo, "trainyard-initializer")
+	cmd := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"), "s3-server")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("test/tools/build.sh s3-server: %v\n%s", err, out)
 	}

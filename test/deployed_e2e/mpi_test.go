@@ -2,13 +2,10 @@ package deployed_e2e
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,16 +13,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
-
-// allreduce: every rank contributes rank+1 and prints the sum, n(n+1)/2 only
-// when all n ranks took part, with its user and host.
-const allreduce = `from mpi4py import MPI
-import os, socket
-comm = MPI.COMM_WORLD
-rank, size = comm.Get_rank(), comm.Get_size()
-total = comm.allreduce(rank + 1, op=MPI.SUM)
-print(f"MPI_RESULT rank={rank} size={size} sum={total} uid={os.getuid()} host={socket.gethostname()}", flush=True)
-`
 
 // TestMPIOverSSH: a 2-node TrainJob on examples/local-images/mpi-runtime.yaml
 // (the mpi image, user 1000 with fsGroup 1000): the launcher's mpirun reaches
@@ -44,7 +31,7 @@ func TestMPIOverSSH(t *testing.T) {
 			RuntimeRef: trainer.RuntimeRef{Name: "mpi-distributed-local"},
 			Trainer: &trainer.Trainer{
 				NumNodes: ptr.To[int32](2),
-				Command:  []string{"mpirun", "python3", "-c", allreduce},
+				Command:  []string{"mpirun", "python3", "-c", e2eutil.MPIAllreduce},
 			},
 		},
 	}
@@ -60,9 +47,13 @@ func TestMPIOverSSH(t *testing.T) {
 	if cond.Type != trainer.TrainJobComplete {
 		t.Fatalf("TrainJob %s: %s/%s: %s", job.Name, cond.Type, cond.Reason, cond.Message)
 	}
+	results, err := e2eutil.MPIResults(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for rank := 0; rank < 2; rank++ {
-		if want := fmt.Sprintf("MPI_RESULT rank=%d size=2 sum=3 uid=1000 host=", rank); !strings.Contains(logs, want) {
-			t.Errorf("launcher log has no %q", want)
+		if r, ok := results[rank]; !ok || r.Size != 2 || r.Sum != 3 || r.UID != 1000 {
+			t.Errorf("rank %d: %+v (printed: %t), want size 2, sum 3, uid 1000", rank, r, ok)
 		}
 	}
 }
@@ -70,20 +61,5 @@ func TestMPIOverSSH(t *testing.T) {
 // waitFinished waits until the TrainJob is Complete or Failed and returns that condition.
 func waitFinished(t *testing.T, ctx context.Context, key client.ObjectKey) metav1.Condition {
 	t.Helper()
-	var job trainer.TrainJob
-	for {
-		if err := c.Client().Get(ctx, key, &job); err != nil && ctx.Err() == nil {
-			t.Logf("reading TrainJob %s: %v", key, err)
-		}
-		for _, typ := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
-			if cond := apimeta.FindStatusCondition(job.Status.Conditions, typ); cond != nil && cond.Status == metav1.ConditionTrue {
-				return *cond
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("TrainJob %s not finished: %v; status %+v", key, ctx.Err(), job.Status)
-		case <-time.After(time.Second):
-		}
-	}
+	return e2eutil.WaitFinished(ctx, t, c.Client(), key)
 }

@@ -31,7 +31,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -180,22 +179,7 @@ func loadExample(t *testing.T, dir, file string) *unstructured.Unstructured {
 // waitFinished waits until the TrainJob is Complete or Failed and returns that condition.
 func waitFinished(t *testing.T, ctx context.Context, ns, name string) metav1.Condition {
 	t.Helper()
-	for {
-		var job trainer.TrainJob
-		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil && ctx.Err() == nil {
-			t.Logf("reading TrainJob %s: %v", name, err)
-		}
-		for _, typ := range []string{"Complete", "Failed"} {
-			if cond := apimeta.FindStatusCondition(job.Status.Conditions, typ); cond != nil && cond.Status == metav1.ConditionTrue {
-				return *cond
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("TrainJob %s/%s not finished: %v; status %+v", ns, name, ctx.Err(), job.Status)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return e2eutil.WaitFinished(ctx, t, c.Client(), client.ObjectKey{Namespace: ns, Name: name})
 }
 
 // podLogs returns the logs of the job's pods by node rank, read through the API
@@ -505,10 +489,8 @@ func waitFinishedWithin(ctx context.Context, ns, name string, d time.Duration) (
 	for time.Now().Before(end) && ctx.Err() == nil {
 		var job trainer.TrainJob
 		if err := c.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err == nil {
-			for _, typ := range []string{"Complete", "Failed"} {
-				if cond := apimeta.FindStatusCondition(job.Status.Conditions, typ); cond != nil && cond.Status == metav1.ConditionTrue {
-					return *cond, true
-				}
+			if cond, ok := e2eutil.Finished(&job); ok {
+				return cond, true
 			}
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -2,7 +2,6 @@ package processnode_e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,18 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
-
-// allreduce is the MPI program: every rank contributes rank+1 and prints the
-// sum, which is n(n+1)/2 only when all n ranks took part.
-const allreduce = `from mpi4py import MPI
-import socket
-comm = MPI.COMM_WORLD
-rank, size = comm.Get_rank(), comm.Get_size()
-total = comm.allreduce(rank + 1, op=MPI.SUM)
-print(f"MPI_RESULT rank={rank} size={size} sum={total} host={socket.gethostname()}", flush=True)
-`
 
 // TestMPIAllreduce runs a 2-node TrainJob on runtimes/mpi-distributed.yaml: the
 // node pods run Debian's sshd in their own network namespaces, the launcher
@@ -49,7 +39,7 @@ func TestMPIAllreduce(t *testing.T) {
 			RuntimeRef: trainer.RuntimeRef{Name: "mpi-distributed"},
 			Trainer: &trainer.Trainer{
 				NumNodes: ptr.To[int32](2),
-				Command:  []string{"mpirun", "/usr/bin/python3", "-c", allreduce},
+				Command:  []string{"mpirun", "/usr/bin/python3", "-c", e2eutil.MPIAllreduce},
 			},
 		},
 	}
@@ -75,21 +65,19 @@ func TestMPIAllreduce(t *testing.T) {
 	if cond.Type != trainer.TrainJobComplete {
 		t.Fatalf("TrainJob %s: %s (%s), want Complete; launcher logs:\n%s", name, cond.Type, cond.Message, logs)
 	}
+	results, err := e2eutil.MPIResults(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hosts := map[string]bool{}
 	for rank := range 2 {
-		prefix := fmt.Sprintf("MPI_RESULT rank=%d size=2 sum=3 host=", rank)
-		line := ""
-		for _, l := range strings.Split(logs, "\n") {
-			if strings.HasPrefix(l, prefix) {
-				line = l
-			}
-		}
-		if line == "" {
-			t.Errorf("rank %d: no %q line in the launcher's logs:\n%s", rank, prefix, logs)
+		r, ok := results[rank]
+		if !ok || r.Size != 2 || r.Sum != 3 {
+			t.Errorf("rank %d: %+v (printed: %t), want size 2, sum 3; the launcher's logs:\n%s", rank, r, ok, logs)
 			continue
 		}
-		t.Logf("launcher: %s", line)
-		hosts[strings.TrimPrefix(line, prefix)] = true
+		t.Logf("launcher: rank %d on %s", rank, r.Host)
+		hosts[r.Host] = true
 	}
 	// One rank per node pod: the hostfile gives each node one slot.
 	for _, want := range []string{name + "-node-0-0", name + "-node-0-1"} {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,17 +24,10 @@ import (
 // Volcano when policy is non-nil, whose pods take the priority classes given
 // by replicated job.
 func volcanoRuntime(policy *trainer.VolcanoPodGroupPolicySource, priority map[string]string) *runtime.Runtime {
-	w := rtt.MakeTorchRuntime("torch").ReplicatedJobs(
+	return rtt.MakeTorchRuntime("torch").ReplicatedJobs(
 		rtt.MakeReplicatedJob("side", "", rtt.MakeContainer("side", "side:latest")),
 		rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "trainer:latest")),
-	)
-	for rjob, pc := range priority {
-		w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
-	}
-	if policy != nil {
-		w.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Volcano: policy}}
-	}
-	return w.Obj()
+	).PriorityClasses(priority).Volcano(policy).Obj()
 }
 
 func TestValidateLookupsPriorityClass(t *testing.T) {

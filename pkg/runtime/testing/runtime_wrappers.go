@@ -177,5 +177,22 @@ func (w *RuntimeWrapper) PodSpec(rjob string, f func(*corev1.PodSpec)) *RuntimeW
 	return w
 }
 
+// PriorityClasses sets the priority class of each replicated job named.
+func (w *RuntimeWrapper) PriorityClasses(byJob map[string]string) *RuntimeWrapper {
+	for rjob, pc := range byJob {
+		w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
+	}
+	return w
+}
+
+// Volcano puts the runtime under Volcano's gang scheduling with policy; nil
+// leaves it without a podGroupPolicy.
+func (w *RuntimeWrapper) Volcano(policy *trainer.VolcanoPodGroupPolicySource) *RuntimeWrapper {
+	if policy != nil {
+		w.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Volcano: policy}}
+	}
+	return w
+}
+
 // ---------------------------------------------------------------------------
 // Small pieces

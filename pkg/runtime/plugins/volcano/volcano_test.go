@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -37,17 +36,10 @@ func gangRuntime(policy *trainer.VolcanoPodGroupPolicySource, annotations map[st
 	side.Resources = rtt.Requests("cpu", "1")
 	sideJob := rtt.MakeReplicatedJob("side", "", side)
 	sideJob.Replicas = 2
-	w := rtt.MakeTorchRuntime("torch").ReplicatedJobs(
+	return rtt.MakeTorchRuntime("torch").ReplicatedJobs(
 		sideJob,
 		rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "trainer:latest")),
-	).TrainerResources(rtt.Requests("cpu", "2")).Annotations(annotations)
-	for rjob, pc := range priority {
-		w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
-	}
-	if policy != nil {
-		w.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Volcano: policy}}
-	}
-	return w.Obj()
+	).TrainerResources(rtt.Requests("cpu", "2")).Annotations(annotations).PriorityClasses(priority).Volcano(policy).Obj()
 }
 
 func TestBuild(t *testing.T) {

@@ -2,14 +2,11 @@ package deployed_e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/test/e2eutil"
@@ -23,22 +20,9 @@ import (
 func TestImageMissingFromNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if err := c.ApplyFile(ctx, filepath.Join(repo, "examples", "local-images", "torch-runtime.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	ns := e2eutil.NewNamespace(t, c.Client(), "imagepull-", time.Minute)
 	const image = "trainyard.local/e2e-exit0:1" // buildImage's name, before it is built
-	job := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "late-image", Namespace: ns},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed-local"},
-			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](1), Image: ptr.To(image), Command: []string{"/exit0"}},
-		},
-	}
-	if err := c.Client().Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(job)
+	key := createLocalTrainJob(t, ctx, "torch-runtime.yaml", "torch-distributed-local", "late-image",
+		&trainer.Trainer{NumNodes: ptr.To[int32](1), Image: ptr.To(image), Command: []string{"/exit0"}})
 	var got trainer.TrainJob
 	e2eutil.WaitFor(t, 3*time.Minute, func() error {
 		if err := c.Client().Get(ctx, key, &got); err != nil {

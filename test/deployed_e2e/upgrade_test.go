@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -30,22 +29,8 @@ import (
 func TestHelmUpgradeKeepsRunningJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if err := c.ApplyFile(ctx, filepath.Join(repo, "examples", "local-images", "torch-runtime.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	ns := e2eutil.NewNamespace(t, c.Client(), "upgrade-", time.Minute)
-	job := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "through-upgrade", Namespace: ns},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed-local"},
-			Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](2),
-				Command: []string{"python3", "-c", "import time; time.sleep(75); print('UPGRADE_JOB_DONE')"}},
-		},
-	}
-	if err := c.Client().Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(job)
+	key := createLocalTrainJob(t, ctx, "torch-runtime.yaml", "torch-distributed-local", "through-upgrade",
+		&trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"python3", "-c", "import time; time.sleep(75); print('UPGRADE_JOB_DONE')"}})
 	var js jobsetv1alpha2.JobSet
 	e2eutil.WaitFor(t, 3*time.Minute, func() error {
 		var got trainer.TrainJob

@@ -8,7 +8,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?=
 # Control-plane binaries the integration tests start (built from Go modules, see test/tools/README.md).
 K8S_TOOLS  := etcd kube-apiserver kube-controller-manager
-# Everything the local cluster (test/cluster) runs besides the manager.
+# Everything the local cluster (pkg/localcluster, bin/trainyard-local) runs besides the manager.
 CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueue-controller
 CLUSTER_DIR   := $(BIN)/cluster
 # Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
@@ -19,8 +19,8 @@ GANG_SCHEDULER ?=
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
 # The build's identity, stamped into the binaries (pkg/version; `trainyard version`, and
-# `--version` of trainyard-manager, trainyard-node, trainyard-initializer, local-cluster
-# and trainyard-run, whose go builds below all pass LDFLAGS: test/binaries checks it):
+# `--version` of trainyard-manager, trainyard-node, trainyard-initializer and
+# trainyard-local, whose go builds below all pass LDFLAGS: test/binaries checks it):
 # the nearest tag, the commits since and -dirty; outside a git checkout the VERSION file,
 # else dev. Override with make VERSION=v1.2.3.
 # The build date is the last commit's (reproducible builds' SOURCE_DATE_EPOCH), so
@@ -45,17 +45,17 @@ run: cluster-tools debian-packages $(if $(findstring -containers,$(RUN_ARGS)),de
 	@CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
 	@# The process node runs the host's programs: the local runtime's initializer is this one.
 	@if [ "$$(id -u)" = 0 ]; then install -m 0755 $(BIN)/trainyard-initializer /usr/local/bin/trainyard-initializer; fi
-	@CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-run ./test/local
-	$(BIN)/trainyard-run $(RUN_ARGS)
+	$(BIN)/trainyard-local run $(RUN_ARGS)
 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard) into bin/.
+build: ## Build the manager, the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard) and trainyard-local (the local cluster, docs/local-cluster.md) into bin/.
 	@# Download quietly first, so a cold build prints no `go: downloading` flood.
 	@go mod download
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard ./cmd/trainyard
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-local ./cmd/trainyard-local
 	@# The CLI as a kubectl plugin (`kubectl trainyard`), and the name kubectl runs to complete it.
 	ln -sf trainyard $(BIN)/kubectl-trainyard
 	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
@@ -85,13 +85,12 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go
 
 .PHONY: cluster-up
 cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano|coscheduling adds that gang scheduler.
-	CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
-	$(BIN)/local-cluster up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS) $(if $(GANG_SCHEDULER),--gang-scheduler=$(GANG_SCHEDULER))
+	$(BIN)/trainyard-local up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS) $(if $(GANG_SCHEDULER),--gang-scheduler=$(GANG_SCHEDULER))
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by cluster-up (logs stay in bin/cluster/logs).
-	CGO_ENABLED=0 go build -ldflags="$(LDFLAGS)" -o $(BIN)/local-cluster ./test/cluster/cmd/local-cluster
-	$(BIN)/local-cluster down --state-dir $(CLUSTER_DIR)
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-local ./cmd/trainyard-local
+	$(BIN)/trainyard-local down --state-dir $(CLUSTER_DIR)
 
 ##@ Generate
 
@@ -115,7 +114,7 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 .PHONY: test
 test: verify-generated vet cluster-tools helm debian-packages deployed-tools ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster (kwok, process and container nodes; the chart as deployed), and a short fuzz pass.
 	@# test/deployed_e2e after the rest: one cluster with container nodes runs per host
-	@# (test/cluster), and it holds the host for minutes, longer than TestContainerNode
+	@# (pkg/localcluster), and it holds the host for minutes, longer than TestContainerNode
 	@# would wait for it beside it.
 	go test -timeout 40m $(GO_TEST_FLAGS) $$(go list ./... | grep -v '/test/deployed_e2e$$')
 	go test -timeout 30m $(GO_TEST_FLAGS) ./test/deployed_e2e/
@@ -130,9 +129,14 @@ deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs 
 e2e-deployed: deployed-tools ## Run Trainyard as deployed (test/deployed_e2e): the Helm chart installed with bin/helm and the image of make images on a local cluster of container nodes, no manager process; training, upgrade, uninstall, the standalone overlay.
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/deployed_e2e/
 
+# The tests of pkg/localcluster that bring a whole local cluster up (as root, with
+# bin/k8s built): they sit beside the package because they check its internals
+# (processes, bridges, cgroups left after Down), but they are e2e, not unit tests.
+LOCAL_CLUSTER_TESTS := ^(TestSmoke|TestContainerNode)$$
+
 .PHONY: test-unit
-test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one).
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./test/manifests/...
+test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one), without pkg/localcluster's tests that start a cluster.
+	go test $(GO_TEST_FLAGS) -skip '$(LOCAL_CLUSTER_TESTS)' ./apis/... ./pkg/... ./test/manifests/...
 
 .PHONY: test-integration
 test-integration: k8s-tools ## Run the integration suite against a real kube-apiserver + etcd.

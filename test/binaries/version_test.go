@@ -30,8 +30,7 @@ var binaries = []struct{ pkg, name string }{
 	{"./cmd/trainyard-manager", "trainyard-manager"},
 	{"./cmd/trainyard-node", "trainyard-node"},
 	{"./cmd/trainyard-initializer", "trainyard-initializer"},
-	{"./test/cluster/cmd/local-cluster", "local-cluster"},
-	{"./test/local", "trainyard-run"},
+	{"./cmd/trainyard-local", "trainyard-local"},
 }
 
 // versionPkg is the import path of pkg/version, which the linker's -X names.

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
@@ -42,11 +42,11 @@ const (
 	nodes = 2
 	// release and namespace of the chart, as docs/install.md installs it.
 	release   = "trainyard"
-	managerNS = cluster.ManagerNamespace
+	managerNS = localcluster.ManagerNamespace
 )
 
 var (
-	c    *cluster.Cluster
+	c    *localcluster.Cluster
 	cs   kubernetes.Interface
 	repo string
 	// managerImage is the manager image's reference in the nodes
@@ -62,18 +62,18 @@ func run(m *testing.M) int {
 	ctrllog.SetLogger(logr.Discard()) // the clients' logs; the manager's are its pods'
 	wd, _ := os.Getwd()
 	var err error
-	if repo, err = cluster.FindRepoDir(wd); err != nil {
+	if repo, err = localcluster.FindRepoDir(wd); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	o := cluster.Options{
+	o := localcluster.Options{
 		ContainerNodes:  nodes,
 		ExternalManager: true,
 		// Kueue's TrainJob integration would wait for a CRD that only the
 		// chart brings; these tests do not queue.
 		KueueFrameworks: []string{"batch/job", "jobset.x-k8s.io/jobset"},
 	}
-	missing, err := cluster.MissingBinaries(o)
+	missing, err := localcluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -86,7 +86,7 @@ func run(m *testing.M) int {
 	if len(missing) > 0 {
 		return prereq.MainMissing(suite, "missing (run `make e2e-deployed`, which builds them): "+strings.Join(missing, ", "))
 	}
-	if errs := cluster.ContainerNodePrerequisites(); len(errs) > 0 {
+	if errs := localcluster.ContainerNodePrerequisites(); len(errs) > 0 {
 		return prereq.MainMissing(suite, fmt.Sprintf("container nodes cannot run here: %v", errs))
 	}
 	if managerImage, err = e2eutil.ImageRef(e2eutil.ImageArchive(repo, "trainyard-manager")); err != nil {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // buildImage builds the static Go command of testdata/<name> into a
@@ -24,7 +24,7 @@ func buildImage(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, name)
-	if err := cluster.BuildStaticBinary(ctx, filepath.Join(repo, "test", "deployed_e2e"), "./testdata/"+name, bin); err != nil {
+	if err := localcluster.BuildStaticBinary(ctx, filepath.Join(repo, "test", "deployed_e2e"), "./testdata/"+name, bin); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(bin)
@@ -33,7 +33,7 @@ func buildImage(t *testing.T, ctx context.Context, name string) string {
 	}
 	image := "trainyard.local/e2e-" + name + ":1"
 	archive := filepath.Join(dir, name+".tar")
-	if err := cluster.WriteImageArchive(archive, image, []string{"/" + name}, cluster.ImageFile{Path: "/" + name, Data: data, Mode: 0o755}); err != nil {
+	if err := localcluster.WriteImageArchive(archive, image, []string{"/" + name}, localcluster.ImageFile{Path: "/" + name, Data: data, Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ImportImages(ctx, archive); err != nil {
@@ -102,7 +102,7 @@ func finishPod(t *testing.T, ctx context.Context, pod *corev1.Pod) (corev1.PodPh
 func processUID(ctx context.Context, pod *corev1.Pod, container string) (int, error) {
 	node := -1
 	for i := 0; i < nodes; i++ {
-		if pod.Spec.NodeName == cluster.ContainerNodeName(i) {
+		if pod.Spec.NodeName == localcluster.ContainerNodeName(i) {
 			node = i
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -25,7 +25,7 @@ import (
 func TestSeedPyTorchJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	s := cluster.Scheme()
+	s := localcluster.Scheme()
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: s})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -26,8 +26,8 @@ const (
 
 // kwok's per-pod controls (pod/general and pod/chaos stages).
 const (
-	completeDelay  = cluster.KwokPodCompleteDelay
-	completeJitter = cluster.KwokPodCompleteJitter
+	completeDelay  = localcluster.KwokPodCompleteDelay
+	completeJitter = localcluster.KwokPodCompleteJitter
 	failLabel      = "pod-container-running-failed.stage.kwok.x-k8s.io"
 )
 
@@ -41,7 +41,7 @@ func runningFor(d time.Duration) map[string]string {
 func ctx() context.Context { return context.Background() }
 
 func repoFile(rel string) string {
-	root, err := cluster.FindRepoDir(".")
+	root, err := localcluster.FindRepoDir(".")
 	if err != nil {
 		panic(err)
 	}

@@ -15,8 +15,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
-	"github.com/trainyard/trainyard/test/cluster"
 )
 
 // kueueModes are the two ways Kueue can queue TrainJobs, with the Kueue
@@ -26,8 +26,8 @@ var kueueModes = []struct {
 	frameworks []string
 	mode       kueue.Mode
 }{
-	{"TrainJob integration enabled", cluster.KueueFrameworksFor(kueue.ModeTrainJob), kueue.ModeTrainJob},
-	{"TrainJob integration disabled", cluster.KueueFrameworksFor(kueue.ModeJobSet), kueue.ModeJobSet},
+	{"TrainJob integration enabled", localcluster.KueueFrameworksFor(kueue.ModeTrainJob), kueue.ModeTrainJob},
+	{"TrainJob integration disabled", localcluster.KueueFrameworksFor(kueue.ModeJobSet), kueue.ModeJobSet},
 }
 
 // TestKueue runs the gang scenarios through the real Kueue, once per setup. The
@@ -118,10 +118,10 @@ func gangQueueing(t *testing.T, mode kueue.Mode) {
 		t.Errorf("the waiting job has %d pods: the gang was split", n)
 	}
 	for _, p := range pods(t, queueNS, first.Name) {
-		if p.Spec.NodeSelector[cluster.PoolLabel] != "gpu" {
+		if p.Spec.NodeSelector[localcluster.PoolLabel] != "gpu" {
 			t.Errorf("pod %s: nodeSelector %v, want the gpu flavor's", p.Name, p.Spec.NodeSelector)
 		}
-		if q := p.Spec.Containers[0].Resources.Requests[cluster.GPUResource]; q.Cmp(resource.MustParse("2")) != 0 {
+		if q := p.Spec.Containers[0].Resources.Requests[localcluster.GPUResource]; q.Cmp(resource.MustParse("2")) != 0 {
 			t.Errorf("pod %s requests %s GPUs, want 2", p.Name, q.String())
 		}
 	}

@@ -17,13 +17,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // v1 is a client that also knows kubeflow.org/v1.
 func v1Client(t *testing.T) client.Client {
 	t.Helper()
-	s := cluster.Scheme()
+	s := localcluster.Scheme()
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: s})
 	if err != nil {
@@ -335,7 +335,7 @@ func TestKueueQueuesPyTorchJob(t *testing.T) {
 		t.Fatalf("want 2 pods, got %d", len(ps))
 	}
 	for _, p := range ps {
-		if p.Spec.NodeSelector[cluster.PoolLabel] != "gpu" {
+		if p.Spec.NodeSelector[localcluster.PoolLabel] != "gpu" {
 			t.Errorf("pod %s: nodeSelector %v, want Kueue's gpu flavor", p.Name, p.Spec.NodeSelector)
 		}
 	}

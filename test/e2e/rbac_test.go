@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // asUser is a client of the local cluster that impersonates user (in the
@@ -19,7 +19,7 @@ func asUser(t *testing.T, user string) client.Client {
 	t.Helper()
 	rc := c.RESTConfig()
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	uc, err := client.New(rc, client.Options{Scheme: cluster.Scheme()})
+	uc, err := client.New(rc, client.Options{Scheme: localcluster.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,20 +13,20 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
-	c   *cluster.Cluster
+	c   *localcluster.Cluster
 	cli client.Client
 )
 
 func TestMain(m *testing.M) {
 	// Untainted: the examples apply unchanged, as on a real cluster.
-	o := cluster.Options{CPUNodes: 2, GPUNodes: 2, GPUsPerNode: 4, UntaintedNodes: true}
-	missing, err := cluster.MissingBinaries(o)
+	o := localcluster.Options{CPUNodes: 2, GPUNodes: 2, GPUsPerNode: 4, UntaintedNodes: true}
+	missing, err := localcluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

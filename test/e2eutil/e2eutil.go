@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // WaitFor retries fn every 250 ms until it returns nil, and fails t with fn's
@@ -58,7 +58,7 @@ func NewNamespace(t testing.TB, cli client.Client, prefix string, timeout time.D
 // directory unless o names one, printing each step when E2E_VERBOSE is set,
 // and giving up after 5 minutes. It reports on stderr how long it took,
 // prefixed with the suite's name.
-func UpCluster(suite string, o cluster.Options) (*cluster.Cluster, error) {
+func UpCluster(suite string, o localcluster.Options) (*localcluster.Cluster, error) {
 	if o.StateDir == "" {
 		dir, err := os.MkdirTemp("", "trainyard-"+suite+"-e2e-")
 		if err != nil {
@@ -72,7 +72,7 @@ func UpCluster(suite string, o cluster.Options) (*cluster.Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := cluster.Up(ctx, o)
+	c, err := localcluster.Up(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("bringing the cluster up: %w", err)
 	}

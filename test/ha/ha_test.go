@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
@@ -73,11 +73,11 @@ const (
 // The local cluster's binaries must be built (make cluster-tools): without
 // them the test fails.
 func TestWebhooksSurviveLeaderKill(t *testing.T) {
-	repo, err := cluster.FindRepoDir(".")
+	repo, err := localcluster.FindRepoDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := cluster.Options{
+	o := localcluster.Options{
 		CPUNodes:        1,
 		GPUNodes:        0,
 		ManagerReplicas: 2,
@@ -87,7 +87,7 @@ func TestWebhooksSurviveLeaderKill(t *testing.T) {
 		// its lease on its own.
 		ManagerArgs: []string{"--leader-election-lease-duration=8s", "--leader-election-renew-deadline=6s", "--leader-election-retry-period=1s"},
 	}
-	missing, err := cluster.MissingBinaries(o)
+	missing, err := localcluster.MissingBinaries(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func (r *results) between(from, to time.Time) int {
 
 // waitLeader returns the replica whose leader-election gauge is 1, waiting up
 // to timeout for one.
-func waitLeader(t *testing.T, c *cluster.Cluster, timeout time.Duration) int {
+func waitLeader(t *testing.T, c *localcluster.Cluster, timeout time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

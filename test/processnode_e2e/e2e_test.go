@@ -38,15 +38,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/processnode"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
-	c    *cluster.Cluster
+	c    *localcluster.Cluster
 	cs   kubernetes.Interface
 	repo string
 )
@@ -54,11 +54,11 @@ var (
 func TestMain(m *testing.M) {
 	wd, _ := os.Getwd()
 	var err error
-	if repo, err = cluster.FindRepoDir(wd); err != nil {
+	if repo, err = localcluster.FindRepoDir(wd); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	o := cluster.Options{
+	o := localcluster.Options{
 		ProcessNodes: 1,
 		Runtimes: []string{
 			filepath.Join(repo, "runtimes", "torch-distributed.yaml"),
@@ -71,7 +71,7 @@ func TestMain(m *testing.M) {
 		// Two GPUs that are not there, for gpu_test.go.
 		ProcessNodeNvidiaSMI: filepath.Join(repo, "test", "processnode_e2e", "testdata", "nvidia-smi"),
 	}
-	missing, err := cluster.MissingBinaries(o)
+	missing, err := localcluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

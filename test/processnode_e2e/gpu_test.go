@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/processnode/gpus"
-	"github.com/trainyard/trainyard/test/cluster"
 )
 
 // The GPU tests run on the suite's process node, which lists its GPUs with
@@ -42,7 +42,7 @@ func TestGPUNode(t *testing.T) {
 
 func checkGPUNode(t *testing.T, ctx context.Context) {
 	t.Helper()
-	n, err := cs.CoreV1().Nodes().Get(ctx, cluster.ProcessNodeName(0), metav1.GetOptions{})
+	n, err := cs.CoreV1().Nodes().Get(ctx, localcluster.ProcessNodeName(0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

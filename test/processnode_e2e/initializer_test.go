@@ -23,7 +23,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
@@ -90,10 +90,10 @@ func startS3(t *testing.T, ctx context.Context, ns, server, seed string) string 
 // cluster's process nodes allow hostPath volumes under, removed after the test.
 func hostPathDir(t *testing.T) string {
 	t.Helper()
-	if err := os.MkdirAll(cluster.ProcessHostPathRoot, 0o755); err != nil {
+	if err := os.MkdirAll(localcluster.ProcessHostPathRoot, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp(cluster.ProcessHostPathRoot, "e2e-")
+	dir, err := os.MkdirTemp(localcluster.ProcessHostPathRoot, "e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // The legacy kubeflow.org/v1 PyTorchJobs of examples/pytorchjob train for real
@@ -32,7 +32,7 @@ import (
 // pytorchJobClient is a client that also knows kubeflow.org/v1.
 func pytorchJobClient(t *testing.T) client.Client {
 	t.Helper()
-	s := cluster.Scheme()
+	s := localcluster.Scheme()
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: s})
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
-	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -43,7 +43,7 @@ const (
 func ctx() context.Context { return context.Background() }
 
 func repoFile(rel string) string {
-	root, err := cluster.FindRepoDir(".")
+	root, err := localcluster.FindRepoDir(".")
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
 func setNodes(t *testing.T, n int) {
 	t.Helper()
 	var nodes corev1.NodeList
-	if err := cli.List(ctx(), &nodes, client.MatchingLabels{cluster.PoolLabel: "cpu"}); err != nil {
+	if err := cli.List(ctx(), &nodes, client.MatchingLabels{localcluster.PoolLabel: "cpu"}); err != nil {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}
@@ -151,8 +151,8 @@ func trainJob(t *testing.T, ns, name, rt string, nodes int32, cpu string, run ti
 	job.Spec.PodTemplateOverrides = append(job.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
 		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
 		Metadata: &metav1.ObjectMeta{Annotations: map[string]string{
-			cluster.KwokPodCompleteDelay:  run.String(),
-			cluster.KwokPodCompleteJitter: (run + time.Second).String(),
+			localcluster.KwokPodCompleteDelay:  run.String(),
+			localcluster.KwokPodCompleteJitter: (run + time.Second).String(),
 		}},
 	})
 	return job

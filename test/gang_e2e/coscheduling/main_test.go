@@ -19,13 +19,13 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
-	c   *cluster.Cluster
+	c   *localcluster.Cluster
 	cli client.Client
 )
 
@@ -42,15 +42,15 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	repo, err := cluster.FindRepoDir(".")
+	repo, err := localcluster.FindRepoDir(".")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// The nodes are untainted: the example runtime's pods carry no kwok toleration.
-	o := cluster.Options{CPUNodes: 2, UntaintedNodes: true, RepoDir: repo,
+	o := localcluster.Options{CPUNodes: 2, UntaintedNodes: true, RepoDir: repo,
 		Runtimes: []string{filepath.Join(repo, runtimeFile)}}
-	missing, err := cluster.MissingBinaries(o)
+	missing, err := localcluster.MissingBinaries(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -61,9 +61,9 @@ func run(m *testing.M) int {
 	}
 	// The gang scheduler is built here, only for this suite (cached in bin/k8s:
 	// a warm build.sh costs nothing).
-	o.GangScheduler = cluster.GangSchedulerCoscheduling
+	o.GangScheduler = localcluster.GangSchedulerCoscheduling
 	build := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"),
-		cluster.CoschedulingScheduler, cluster.CoschedulingController)
+		localcluster.CoschedulingScheduler, localcluster.CoschedulingController)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "coscheduling e2e: test/tools/build.sh:", err)

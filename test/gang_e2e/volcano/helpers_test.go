@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
-	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -65,7 +65,7 @@ func exampleJob(t *testing.T, ns, name string, hold bool) *trainer.TrainJob {
 		job.Spec.PodTemplateOverrides = append(job.Spec.PodTemplateOverrides, trainer.PodTemplateOverride{
 			TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
 			Metadata: &metav1.ObjectMeta{Annotations: map[string]string{
-				cluster.KwokPodCompleteDelay: "1h", cluster.KwokPodCompleteJitter: "1h1s",
+				localcluster.KwokPodCompleteDelay: "1h", localcluster.KwokPodCompleteJitter: "1h1s",
 			}},
 		})
 	}

@@ -21,13 +21,13 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
 var (
-	c    *cluster.Cluster
+	c    *localcluster.Cluster
 	cli  client.Client
 	wcli client.WithWatch
 	repo string
@@ -41,20 +41,20 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	var err error
-	if repo, err = cluster.FindRepoDir("."); err != nil {
+	if repo, err = localcluster.FindRepoDir("."); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// Two 32-CPU nodes: room for two of the example's 20-CPU pods.
-	o := cluster.Options{CPUNodes: 2, UntaintedNodes: true, GangScheduler: cluster.GangSchedulerVolcano,
+	o := localcluster.Options{CPUNodes: 2, UntaintedNodes: true, GangScheduler: localcluster.GangSchedulerVolcano,
 		Runtimes: []string{filepath.Join(repo, runtimeFile)}}
-	if missing, err := cluster.MissingBinaries(cluster.Options{}); err != nil || len(missing) > 0 {
+	if missing, err := localcluster.MissingBinaries(localcluster.Options{}); err != nil || len(missing) > 0 {
 		// `make test` builds the cluster first; a bare `go test ./...` says why nothing ran.
 		return prereq.MainMissing("volcano e2e", fmt.Sprintf("local cluster binaries missing (run `make cluster-tools`): %s %v", strings.Join(missing, ", "), err))
 	}
 	// Volcano is built only for the tests (and clusters) that use it; a
 	// warm build.sh costs nothing.
-	build := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"), cluster.VolcanoScheduler, cluster.VolcanoControllers)
+	build := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), filepath.Join(repo, "bin", "k8s"), localcluster.VolcanoScheduler, localcluster.VolcanoControllers)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "volcano e2e: test/tools/build.sh:", err)
@@ -65,7 +65,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cli = c.Client()
-	if wcli, err = client.NewWithWatch(c.RESTConfig(), client.Options{Scheme: cluster.Scheme()}); err != nil {
+	if wcli, err = client.NewWithWatch(c.RESTConfig(), client.Options{Scheme: localcluster.Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, "volcano e2e: watch client:", err)
 		_ = c.Down()
 		return 1

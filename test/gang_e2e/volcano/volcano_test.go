@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // TestVolcanoGang runs the scenarios in order on the shared cluster: each
@@ -106,8 +106,8 @@ func gangWaitsThenBinds(t *testing.T) {
 			return fmt.Errorf("%d pods, want 3", len(pods))
 		}
 		for _, p := range pods {
-			if p.Spec.SchedulerName != cluster.VolcanoSchedulerName {
-				return fmt.Errorf("pod %s: schedulerName %q, want %s", p.Name, p.Spec.SchedulerName, cluster.VolcanoSchedulerName)
+			if p.Spec.SchedulerName != localcluster.VolcanoSchedulerName {
+				return fmt.Errorf("pod %s: schedulerName %q, want %s", p.Name, p.Spec.SchedulerName, localcluster.VolcanoSchedulerName)
 			}
 		}
 		return nil
@@ -125,7 +125,7 @@ func gangWaitsThenBinds(t *testing.T) {
 	}
 	waitFor(t, short, func() error {
 		q := &unstructured.Unstructured{}
-		q.SetGroupVersionKind(cluster.VolcanoQueueGVK)
+		q.SetGroupVersionKind(localcluster.VolcanoQueueGVK)
 		if err := cli.Get(ctx(), client.ObjectKey{Name: exampleQueue}, q); err != nil {
 			return err
 		}

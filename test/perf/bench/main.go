@@ -35,8 +35,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
-	"github.com/trainyard/trainyard/test/cluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
 
@@ -53,7 +53,7 @@ type config struct {
 	goBench             string
 	suspend             bool
 	// bare runs the cluster without webhooks or other controllers
-	// (cluster.Options.Bare): nothing runs the JobSets.
+	// (localcluster.Options.Bare): nothing runs the JobSets.
 	bare    bool
 	profile time.Duration
 }
@@ -124,7 +124,7 @@ func run(cfg config) error {
 		nodes = 0
 	}
 	wd, _ := os.Getwd()
-	repo, err := cluster.FindRepoDir(wd)
+	repo, err := localcluster.FindRepoDir(wd)
 	if err != nil {
 		return err
 	}
@@ -133,8 +133,8 @@ func run(cfg config) error {
 	if slices.Contains(cfg.managerArgs, "--kueue-mode="+string(kueue.ModeJobSet)) {
 		kueueMode = kueue.ModeJobSet
 	}
-	c, err := cluster.Up(ctx, cluster.Options{
-		KueueFrameworks:  cluster.KueueFrameworksFor(kueueMode),
+	c, err := localcluster.Up(ctx, localcluster.Options{
+		KueueFrameworks:  localcluster.KueueFrameworksFor(kueueMode),
 		KueueConcurrency: cfg.kueueConcurrency,
 		StateDir:         cfg.stateDir,
 		CPUNodes:         nodes,

@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
 
@@ -201,7 +201,7 @@ func (b *bench) measure(ctx context.Context, phase, ns string, names []string, s
 		return nil, err
 	}
 	mid := b.snapshot()
-	ph.ManagerCPUSeconds = mid.cpu[cluster.Manager] - before.cpu[cluster.Manager]
+	ph.ManagerCPUSeconds = mid.cpu[localcluster.Manager] - before.cpu[localcluster.Manager]
 	rest := b.cfg.rest
 	if clientOnly(phase) {
 		rest = 0 // no controller of ours is involved: nothing to count

@@ -15,7 +15,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
 
@@ -23,7 +23,7 @@ import (
 const managerAgent = "trainyard-manager"
 
 type bench struct {
-	c          *cluster.Cluster
+	c          *localcluster.Cluster
 	cfg        config
 	cli        client.Client // unthrottled, user agent trainyard-bench
 	managerPID int
@@ -36,17 +36,17 @@ type bench struct {
 	prof         *profiler // nil without -profile
 }
 
-func newBench(_ context.Context, c *cluster.Cluster, cfg config) (*bench, error) {
+func newBench(_ context.Context, c *localcluster.Cluster, cfg config) (*bench, error) {
 	rc := c.RESTConfig()
 	rc.QPS, rc.Burst = -1, 0 // no client-side rate limit: the limit is the API server's
 	rc.UserAgent = "trainyard-bench/v0"
-	cli, err := client.New(rc, client.Options{Scheme: cluster.Scheme()})
+	cli, err := client.New(rc, client.Options{Scheme: localcluster.Scheme()})
 	if err != nil {
 		return nil, err
 	}
 	b := &bench{c: c, cfg: cfg, cli: cli, metricsURL: c.ManagerMetricsURL(0)}
 	for _, p := range c.Processes() {
-		if p.Name == cluster.Manager {
+		if p.Name == localcluster.Manager {
 			b.managerPID = p.PID
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 )
 
 // restartRuntime is the chaos namespace's runtime: the shipped
@@ -130,7 +130,7 @@ type fault struct {
 	kind faultKind
 }
 
-func (f fault) run(ctx context.Context, c *cluster.Cluster, cli client.Client, rep *report, start time.Time, replicas *sync.Mutex) error {
+func (f fault) run(ctx context.Context, c *localcluster.Cluster, cli client.Client, rep *report, start time.Time, replicas *sync.Mutex) error {
 	since := func() float64 { return time.Since(start).Seconds() }
 	switch f.kind {
 	case faultKill:

@@ -38,7 +38,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/test/cluster"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/perf/harness"
 )
 
@@ -126,12 +126,12 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 	logf("seed %d", seed)
 
 	wd, _ := os.Getwd()
-	repo, err := cluster.FindRepoDir(wd)
+	repo, err := localcluster.FindRepoDir(wd)
 	if err != nil {
 		return nil, err
 	}
 	nodes := max(2, (n*2*3/2+499)/500)
-	c, err := cluster.Up(ctx, cluster.Options{
+	c, err := localcluster.Up(ctx, localcluster.Options{
 		StateDir: dir, CPUNodes: nodes, PodsPerNode: 500, UntaintedNodes: true, DisableQPSLimits: true,
 		ManagerReplicas: 2,
 		ManagerArgs:     managerArgs,
@@ -148,7 +148,7 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 	rc := c.RESTConfig()
 	rc.QPS, rc.Burst = -1, 0
 	rc.UserAgent = "trainyard-chaos/v0"
-	cli, err := client.New(rc, client.Options{Scheme: cluster.Scheme()})
+	cli, err := client.New(rc, client.Options{Scheme: localcluster.Scheme()})
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func run(n, kills, etcdRestarts, nodeLosses int, window time.Duration, seed uint
 			is, err := c.RestartExitedManagerReplicas(kctx)
 			replicas.Unlock()
 			for _, i := range is {
-				logf("%s exited on its own; started again at %.1fs", cluster.ManagerReplica(i), time.Since(start).Seconds())
+				logf("%s exited on its own; started again at %.1fs", localcluster.ManagerReplica(i), time.Since(start).Seconds())
 				rep.addSelfExit(time.Since(start).Seconds())
 			}
 			if err != nil && kctx.Err() == nil {
@@ -270,7 +270,7 @@ func (r *report) addSelfExit(at float64) {
 
 // killLeader finds the leader among the replicas, SIGKILLs it, restarts it (as
 // a Deployment would) and waits until some replica leads again.
-func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time, replicas *sync.Mutex) (kill, error) {
+func killLeader(ctx context.Context, c *localcluster.Cluster, start time.Time, replicas *sync.Mutex) (kill, error) {
 	leader := -1
 	for deadline := time.Now().Add(60 * time.Second); leader < 0 && time.Now().Before(deadline); {
 		leader = currentLeader(c)
@@ -282,7 +282,7 @@ func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time, replic
 		return kill{}, fmt.Errorf("no manager replica became leader within 60s")
 	}
 	k := kill{At: time.Since(start).Seconds(), Replica: leader}
-	logf("SIGKILL leader %s at %.1fs", cluster.ManagerReplica(leader), k.At)
+	logf("SIGKILL leader %s at %.1fs", localcluster.ManagerReplica(leader), k.At)
 	// Kill and start again under the lock the restarter of exited replicas
 	// takes, so that it does not start the killed replica itself.
 	replicas.Lock()
@@ -294,7 +294,7 @@ func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time, replic
 	err := c.StartManagerReplica(ctx, leader)
 	replicas.Unlock()
 	if err != nil {
-		return k, fmt.Errorf("restarting %s: %w", cluster.ManagerReplica(leader), err)
+		return k, fmt.Errorf("restarting %s: %w", localcluster.ManagerReplica(leader), err)
 	}
 	for time.Since(t) < 90*time.Second && currentLeader(c) < 0 {
 		time.Sleep(200 * time.Millisecond)
@@ -305,7 +305,7 @@ func killLeader(ctx context.Context, c *cluster.Cluster, start time.Time, replic
 }
 
 // currentLeader is the replica whose leader-election gauge is 1, or -1.
-func currentLeader(c *cluster.Cluster) int {
+func currentLeader(c *localcluster.Cluster) int {
 	for i := 0; i < c.ManagerReplicas(); i++ {
 		m, err := harness.Scrape(c.ManagerMetricsURL(i))
 		if err == nil && harness.Sum(m, "leader_election_master_status") >= 1 {

@@ -1,0 +1,293 @@
+// Command trainyard-local starts, stops and uses the local cluster of package
+// pkg/localcluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// kwok nodes, process and container nodes, JobSet, Kueue and the Trainyard
+// manager, all on 127.0.0.1 (docs/local-cluster.md). `make cluster-up`,
+// `make cluster-down` and `make run` run it.
+//
+//	trainyard-local up     [--state-dir DIR] [--cpu-nodes N] [--gpu-nodes N] [--gpus-per-node N]
+//	                       [--kueue-frameworks a,b,c] [--manager-arg ARG]... [--untainted-nodes]
+//	                       [--process-nodes N] [--container-nodes N] [--gang-scheduler volcano|coscheduling]
+//	                       [--no-manager] [--timeout D]
+//	trainyard-local down   [--state-dir DIR]
+//	trainyard-local status [--state-dir DIR]
+//	trainyard-local run    [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+//	trainyard-local --version
+//
+// up, down and status share the state directory, which defaults to bin/cluster
+// in the repository; the kubeconfig is written to STATE_DIR/kubeconfig. run is
+// `make run` (run.go): a cluster with a process node, then Kubeflow's PyTorch
+// guide through the trainyard CLI.
+//
+// The flags are the standard library's, not cobra's (pflag) as in the
+// trainyard CLI: it accepts both -quick and --quick, so `make run
+// RUN_ARGS=-quick` and the docs' `--container-nodes=2` both keep working.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/trainyard/trainyard/pkg/localcluster"
+	"github.com/trainyard/trainyard/pkg/version"
+)
+
+func main() {
+	// Flags before the command: --version (and -h).
+	top := flag.NewFlagSet("trainyard-local", flag.ContinueOnError)
+	top.Usage = usage
+	showVersion := version.RegisterFlag(top)
+	if err := top.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		os.Exit(2)
+	}
+	if showVersion.Handled(os.Stdout) {
+		return
+	}
+	args := top.Args()
+	if len(args) == 0 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch args[0] {
+	case "up":
+		err = up(args[1:])
+	case "down":
+		err = down(args[1:])
+	case "status":
+		err = status(args[1:])
+	case "run":
+		os.Exit(runCommand(args[1:]))
+	case "help":
+		usage()
+		return
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainyard-local:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: trainyard-local up|down|status|run [flags]   (trainyard-local CMD -h for flags)
+       trainyard-local --version`)
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+func stateDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("state-dir", "", "state directory (default: bin/cluster in the repository)")
+}
+
+func resolveStateDir(dir string) (string, error) {
+	if dir != "" {
+		return filepath.Abs(dir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	repo, err := localcluster.FindRepoDir(wd)
+	if err != nil {
+		return "", fmt.Errorf("%w (or pass --state-dir)", err)
+	}
+	return filepath.Join(repo, "bin", "cluster"), nil
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	cpu := fs.Int("cpu-nodes", 2, "kwok CPU nodes")
+	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
+	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
+	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
+	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (builds bin/k8s/kubelet, kube-proxy, coredns, provisioner; needs "+localcluster.ContainerNodePackagesScript+")")
+	fw := fs.String("kueue-frameworks", strings.Join(localcluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
+	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
+	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
+	noManager := fs.Bool("no-manager", false, "run no manager and install none of Trainyard (CRDs, webhooks, runtimes, roles), for installing it as deployed: the Helm chart or a kustomize overlay (docs/install.md)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
+	var managerArgs multi
+	fs.Var(&managerArgs, "manager-arg", "extra argument for trainyard-manager (repeatable)")
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	if *cpu == 0 && *gpu == 0 && *procs == 0 && *containers == 0 {
+		return errors.New("need at least one node")
+	}
+	if err := buildGangScheduler(*gang); err != nil {
+		return err
+	}
+	if *containers > 0 {
+		if err := buildTools("the container nodes' kubelet, kube-proxy, CoreDNS and provisioner", localcluster.Kubelet, localcluster.KubeProxy, localcluster.CoreDNS, localcluster.Provisioner); err != nil {
+			return err
+		}
+		if err := installContainerNodePackages(); err != nil {
+			return err
+		}
+	}
+	var frameworks []string
+	for _, f := range strings.Split(*fw, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			frameworks = append(frameworks, f)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	c, err := localcluster.Up(ctx, localcluster.Options{
+		StateDir: stateDir, CPUNodes: *cpu, GPUNodes: *gpu, GPUsPerNode: *gpus, ProcessNodes: *procs,
+		ContainerNodes: *containers, KueueFrameworks: append([]string{}, frameworks...), ManagerArgs: managerArgs,
+		UntaintedNodes: *untainted, GangScheduler: *gang, Detach: true, Progress: os.Stderr, ExternalManager: *noManager,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Local cluster up in %.1fs (state and logs in %s).\n", time.Since(start).Seconds(), stateDir)
+	fmt.Printf("kubeconfig: %s\n", c.Kubeconfig())
+	kubectl := "kubectl"
+	if bins, err := localcluster.Binaries(localcluster.Options{}); err == nil {
+		for _, b := range bins {
+			if filepath.Base(b) == "kubectl" {
+				if rel, err := filepath.Rel(mustGetwd(), b); err == nil && !strings.HasPrefix(rel, "..") {
+					kubectl = rel
+				} else {
+					kubectl = b
+				}
+			}
+		}
+	}
+	fmt.Printf("Try:        %s --kubeconfig %s get nodes\n", kubectl, c.Kubeconfig())
+	fmt.Printf("Stop with:  make cluster-down\n")
+	return nil
+}
+
+// gangTools are the test/tools/build.sh targets of each gang scheduler.
+var gangTools = map[string][]string{
+	localcluster.GangSchedulerVolcano:      {localcluster.VolcanoScheduler, localcluster.VolcanoControllers},
+	localcluster.GangSchedulerCoscheduling: {localcluster.CoschedulingScheduler, localcluster.CoschedulingController},
+}
+
+// buildGangScheduler builds (or finds up to date: build.sh's stamps) the
+// binaries of the gang scheduler, so that only those who ask for one pay
+// for its build.
+func buildGangScheduler(name string) error {
+	if name == "" {
+		return nil
+	}
+	targets, ok := gangTools[name]
+	if !ok {
+		return fmt.Errorf("--gang-scheduler %q: want one of %s", name, strings.Join(slices.Sorted(maps.Keys(gangTools)), ", "))
+	}
+	return buildTools("the "+name+" gang scheduler", targets...)
+}
+
+// buildTools builds test/tools/build.sh targets into bin/k8s (nothing when
+// they are up to date).
+func buildTools(what string, targets ...string) error {
+	repo, err := localcluster.FindRepoDir(mustGetwd())
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), append([]string{filepath.Join(repo, "bin", "k8s")}, targets...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s (test/tools/build.sh): %w", what, err)
+	}
+	return nil
+}
+
+// installContainerNodePackages runs test/tools/container-node-packages.sh
+// (containerd, runc, the CNI plugins; a stamp makes a second run free).
+func installContainerNodePackages() error {
+	repo, err := localcluster.FindRepoDir(mustGetwd())
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(repo, localcluster.ContainerNodePackagesScript))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", localcluster.ContainerNodePackagesScript, err)
+	}
+	return nil
+}
+
+func mustGetwd() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
+func down(args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := localcluster.DownStateDir(stateDir); err != nil {
+		return err
+	}
+	fmt.Printf("Local cluster in %s stopped in %.1fs (logs kept in %s).\n", stateDir, time.Since(start).Seconds(), filepath.Join(stateDir, "logs"))
+	return nil
+}
+
+func status(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	dir := stateDirFlag(fs)
+	_ = fs.Parse(args)
+	stateDir, err := resolveStateDir(*dir)
+	if err != nil {
+		return err
+	}
+	ps, ports, err := localcluster.StatusOf(stateDir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(ps) == 0) {
+		fmt.Printf("No local cluster running in %s.\n", stateDir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tLOG")
+	running := 0
+	for _, p := range ps {
+		st := "stopped"
+		if p.Running {
+			st = "running"
+			running++
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Name, p.PID, st, p.Log)
+	}
+	_ = tw.Flush()
+	fmt.Printf("API server: https://127.0.0.1:%d   kubeconfig: %s\n", ports.APIServer, filepath.Join(stateDir, "kubeconfig"))
+	if running != len(ps) {
+		return fmt.Errorf("%d of %d components are not running", len(ps)-running, len(ps))
+	}
+	return nil
+}

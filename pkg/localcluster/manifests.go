@@ -1,0 +1,218 @@
+package localcluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// moduleDir returns the directory of module mod (e.g. sigs.k8s.io/kueue) in the
+// module cache, at the version the given Go module (a directory holding go.mod)
+// requires, downloading it if needed.
+func moduleDir(ctx context.Context, goModDir, mod string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
+	cmd.Dir = goModDir
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go mod download %s (in %s): %w: %s", mod, goModDir, err, strings.TrimSpace(stderr.String()))
+	}
+	var info struct{ Dir, Version, Error string }
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", mod, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s (in %s): %s", mod, goModDir, info.Error)
+	}
+	return info.Dir, nil
+}
+
+// kustomize renders a kustomization directory with the kustomize built into kubectl.
+func kustomize(ctx context.Context, kubectl, dir string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, kubectl, "kustomize", dir)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// decodeYAML splits a multi-document YAML stream into objects, skipping empty documents.
+func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
+			return nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		objs = append(objs, u)
+	}
+}
+
+// readYAMLFiles decodes every *.yaml file of dir (not recursive), in name order.
+func readYAMLFiles(dir string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		o, err := decodeYAML(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+func isWebhookConfiguration(u *unstructured.Unstructured) bool {
+	return u.GroupVersionKind().Group == "admissionregistration.k8s.io" &&
+		(u.GetKind() == "MutatingWebhookConfiguration" || u.GetKind() == "ValidatingWebhookConfiguration")
+}
+
+// webhookClientConfig is what replaces a `service:` client config: the webhook
+// server on the loopback interface, trusted through the cluster CA.
+type webhookClientConfig struct {
+	port     int
+	caBundle []byte // PEM
+}
+
+func (w webhookClientConfig) rewrite(cc map[string]interface{}, defaultPath string) error {
+	path := defaultPath
+	if svc, ok := cc["service"].(map[string]interface{}); ok {
+		if p, ok := svc["path"].(string); ok && p != "" {
+			path = p
+		}
+	} else if _, hasURL := cc["url"]; !hasURL {
+		return fmt.Errorf("clientConfig has neither service nor url")
+	}
+	if path == "" {
+		path = "/"
+	}
+	delete(cc, "service")
+	cc["url"] = fmt.Sprintf("https://127.0.0.1:%d%s", w.port, path)
+	// unstructured carries []byte fields as base64 strings, as JSON does.
+	cc["caBundle"] = base64Std(w.caBundle)
+	return nil
+}
+
+// localWebhookConfigurations keeps the admission webhook configurations among objs,
+// renames each to prefix+name unless it already starts with prefix (controller-gen
+// names every project's configurations alike), and points every webhook at
+// https://127.0.0.1:<port><path>. Only webhooks[].clientConfig is changed.
+func localWebhookConfigurations(objs []*unstructured.Unstructured, prefix string, w webhookClientConfig) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, u := range objs {
+		if !isWebhookConfiguration(u) {
+			continue
+		}
+		u = u.DeepCopy()
+		if !strings.HasPrefix(u.GetName(), prefix) {
+			u.SetName(prefix + u.GetName())
+		}
+		hooks, _, err := unstructured.NestedSlice(u.Object, "webhooks")
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		for i, h := range hooks {
+			hm, ok := h.(map[string]interface{})
+			if !ok {
+				return nil, fmt.Errorf("%s %s: webhooks[%d] is not an object", u.GetKind(), u.GetName(), i)
+			}
+			cc, ok := hm["clientConfig"].(map[string]interface{})
+			if !ok {
+				return nil, fmt.Errorf("%s %s: webhooks[%d] has no clientConfig", u.GetKind(), u.GetName(), i)
+			}
+			if err := w.rewrite(cc, ""); err != nil {
+				return nil, fmt.Errorf("%s %s: webhooks[%d]: %w", u.GetKind(), u.GetName(), i, err)
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no webhook configurations found")
+	}
+	return out, nil
+}
+
+// localConversion points the conversion webhook of every CRD among objs that has one
+// (spec.conversion.strategy Webhook) at https://127.0.0.1:<port><path>. Only
+// spec.conversion.webhook.clientConfig is changed; other objects are dropped.
+func localConversion(objs []*unstructured.Unstructured, w webhookClientConfig) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		u = u.DeepCopy()
+		strategy, _, _ := unstructured.NestedString(u.Object, "spec", "conversion", "strategy")
+		if strategy == "Webhook" {
+			cc, found, err := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig")
+			if err != nil || !found {
+				return nil, fmt.Errorf("CRD %s: conversion strategy Webhook without clientConfig", u.GetName())
+			}
+			if err := w.rewrite(cc, "/convert"); err != nil {
+				return nil, fmt.Errorf("CRD %s: %w", u.GetName(), err)
+			}
+			if err := unstructured.SetNestedMap(u.Object, cc, "spec", "conversion", "webhook", "clientConfig"); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// writeManifests saves what is applied under StateDir/manifests, for people debugging.
+func writeManifests(path string, objs []*unstructured.Unstructured) error {
+	var b bytes.Buffer
+	for _, o := range objs {
+		j, err := json.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		b.WriteString("---\n")
+		b.Write(j)
+		b.WriteString("\n")
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}

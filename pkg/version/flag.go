@@ -36,7 +36,7 @@ func RegisterFlag(fs FlagSet) *Flag {
 
 // Handled prints this binary's identity (Get) on one line to w when --version
 // was given, and reports whether it was. The version comes first, alone in its
-// field, so that scripts (and the local cluster, test/cluster/version.go) take
+// field, so that scripts (and the local cluster, pkg/localcluster/version.go) take
 // it without parsing the rest, e.g.
 // "v0.1.0 (commit 1a2b3c4d5e6f, built 2026-01-02T03:04:05Z, go1.26.1)".
 func (f *Flag) Handled(w io.Writer) bool {

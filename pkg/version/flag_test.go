@@ -53,7 +53,7 @@ func TestFlag(t *testing.T) {
 	}
 }
 
-// The version comes first, alone in its field: test/cluster takes the first
+// The version comes first, alone in its field: pkg/localcluster takes the first
 // field of `trainyard-manager --version` as the cluster's version.
 func TestFlagVersionFirst(t *testing.T) {
 	fs := flag.NewFlagSet("bin", flag.ContinueOnError)

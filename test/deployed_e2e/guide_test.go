@@ -18,7 +18,7 @@ import (
 const fashionRuntime = "torch-distributed-fashion-mnist"
 
 // TestGuideInContainers: Kubeflow's PyTorch guide flow, as `make run` drives
-// it on a process node (test/local), through the trainyard CLI on the
+// it on a process node (cmd/trainyard-local), through the trainyard CLI on the
 // Fashion-MNIST runtime in real containers: the dataset initializer (the
 // initializer image) delivers Fashion-MNIST, 2 nodes of the torch image train
 // it to Complete, `trainyard logs` prefixes each node's lines, and the

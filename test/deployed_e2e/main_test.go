@@ -1,6 +1,6 @@
 // Package deployed_e2e runs Trainyard as it is deployed: no manager process on
 // the host, but the Helm chart (manifests/charts/trainyard) installed with
-// bin/helm into a local cluster (test/cluster) whose nodes are container
+// bin/helm into a local cluster (pkg/localcluster) whose nodes are container
 // nodes (real kubelets on their own containerd), with the manager image that
 // `make images` builds (bin/images/trainyard-manager.oci.tar) imported into
 // each node and never pulled. The manager then runs as the chart's Deployment:

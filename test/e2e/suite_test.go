@@ -1,4 +1,4 @@
-// Package e2e runs TrainJobs on a real local cluster (test/cluster): etcd,
+// Package e2e runs TrainJobs on a real local cluster (pkg/localcluster): etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes, the JobSet
 // and Kueue controllers and the Trainyard manager, all built from Go modules.
 // Pods run on kwok's fake nodes: kwok moves them through Pending → Running →

@@ -1,12 +1,12 @@
 // Package ha checks that Trainyard's admission webhooks stay available while
-// the manager's leader dies. Its test runs a local cluster (test/cluster) with
+// the manager's leader dies. Its test runs a local cluster (pkg/localcluster) with
 // two manager replicas under leader election, as the chart and the kustomize
 // base deploy them, keeps creating TrainJobs through the webhooks, SIGKILLs
 // the leader several times, and fails on any create that does not go through.
 //
 // The API server reaches the replicas as through the webhook Service: the
 // cluster's webhook proxy sends each connection to a ready replica, and a
-// killed one refuses connections (test/cluster/replicas.go).
+// killed one refuses connections (pkg/localcluster/replicas.go).
 package ha
 
 import (

@@ -61,7 +61,7 @@ func loadRuntimes(t *testing.T) map[string]*trainer.ClusterTrainingRuntime {
 	for _, f := range files {
 		name := filepath.Base(f)
 		if !isYAML(f) {
-			// The local cluster (test/cluster) and the docs apply every
+			// The local cluster (pkg/localcluster) and the docs apply every
 			// runtimes/*.yaml; anything else here is a mistake.
 			t.Errorf("runtimes/%s: only runtime YAML files belong in runtimes/", name)
 			continue

@@ -12,7 +12,7 @@
 # (the S3 server of the initializer tests, built only for them) build one binary each;
 # test/tools/volcano (Volcano's scheduler and controllers, built only for the local
 # cluster's --gang-scheduler=volcano) builds its two with one `go build` as well.
-# test/tools/scheduler-plugins (local-cluster --gang-scheduler=coscheduling only) has the
+# test/tools/scheduler-plugins (trainyard-local --gang-scheduler=coscheduling only) has the
 # scheduler-plugins kube-scheduler and controller, built together as the cluster's are.
 # test/tools/coredns (the container nodes' cluster DNS, built only for them) is CoreDNS
 # with the few plugins it needs, in a module of its own (its k8s.io versions are CoreDNS's);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local cluster's container nodes run on
-# (test/cluster/containernode.go): containerd (each node runs its own, with its
+# (pkg/localcluster/containernode.go): containerd (each node runs its own, with its
 # own root, state and socket), runc (its OCI runtime), the CNI plugins
 # (bridge, host-local, loopback, portmap in /usr/lib/cni) and iptables (the
-# bridge and portmap plugins call it). Only `local-cluster up
+# bridge and portmap plugins call it). Only `trainyard-local up
 # --container-nodes=N` and TestContainerNode need them; nothing else runs this.
 # Idempotent: a stamp under /var/lib/trainyard records the installed set, so a
 # warm machine pays one stat (and a dpkg query when the stamp is missing).

@@ -1,5 +1,5 @@
 // Package coscheduling runs gang-scheduled TrainJobs on a local cluster
-// (test/cluster) with the scheduler-plugins Coscheduling scheduler and its
+// (pkg/localcluster) with the scheduler-plugins Coscheduling scheduler and its
 // PodGroup controller (Options.GangScheduler "coscheduling"), on kwok nodes of
 // 32 CPUs whose pods request 20 (one per node) unless a test says otherwise, so
 // that every scenario knows exactly how many pods fit. The runtime is

@@ -1,5 +1,5 @@
 // Package volcano runs TrainJobs under the real Volcano scheduler (v1.10.0,
-// test/tools/volcano) on a local cluster (test/cluster,
+// test/tools/volcano) on a local cluster (pkg/localcluster,
 // GangScheduler: "volcano") of kwok nodes small enough that every scenario is
 // exact: each node holds one 20-CPU trainer pod (examples/volcano), and the
 // cluster starts with two of them.

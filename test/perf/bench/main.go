@@ -1,5 +1,5 @@
 // Command bench (make bench) measures Trainyard under a burst of TrainJobs on
-// the local cluster (test/cluster: a module-built kube-apiserver, etcd,
+// the local cluster (pkg/localcluster: a module-built kube-apiserver, etcd,
 // kube-controller-manager, kube-scheduler, kwok nodes, JobSet, Kueue and the
 // manager), against the limit measured in the same run: a plain client creating
 // the same JobSets directly. It writes the raw numbers as JSON and a Markdown

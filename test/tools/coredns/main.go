@@ -1,5 +1,5 @@
 // Command coredns is CoreDNS with only the plugins the local cluster's
-// container nodes need (their cluster DNS, test/cluster/dns.go): the
+// container nodes need (their cluster DNS, pkg/localcluster/containernode_dns.go): the
 // kubernetes plugin answers for the cluster domain, forward sends the rest
 // to the host's resolvers, cache keeps the API server's load down, errors,
 // health and ready report. CoreDNS's own main imports all of its plugins and

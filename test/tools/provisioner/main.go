@@ -1,5 +1,5 @@
 // Command provisioner is the local cluster's volume provisioner for its
-// container nodes (test/cluster/containernode_storage.go): every
+// container nodes (pkg/localcluster/containernode_storage.go): every
 // PersistentVolumeClaim of its StorageClass gets a hostPath
 // PersistentVolume, a directory of its own under --dir. All container nodes
 // are on this host, so every node mounts every such volume. The claim

@@ -30,7 +30,6 @@ import (
 	"github.com/trainyard/trainyard/pkg/cli"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
 	"github.com/trainyard/trainyard/pkg/localcluster"
-	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
 const (
@@ -311,13 +310,13 @@ func fail(err error) int {
 
 // setUpContainers imports the initializer and torch images into every
 // container node and replaces the Fashion-MNIST runtime with its container
-// form (e2eutil.FashionMNISTRuntimeForContainers).
+// form (localcluster.FashionMNISTRuntimeForContainers).
 func setUpContainers(ctx context.Context, c *localcluster.Cluster, repo string) error {
 	fmt.Println("==> Importing the initializer and torch images into the container nodes")
-	if err := c.ImportImages(ctx, e2eutil.ImageArchive(repo, "trainyard-initializer"), e2eutil.ImageArchive(repo, "torch")); err != nil {
+	if err := c.ImportImages(ctx, localcluster.ImageArchive(repo, "trainyard-initializer"), localcluster.ImageArchive(repo, "torch")); err != nil {
 		return err
 	}
-	rt, err := e2eutil.FashionMNISTRuntimeForContainers(repo)
+	rt, err := localcluster.FashionMNISTRuntimeForContainers(repo)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -27,7 +28,7 @@ const fashionRuntime = "torch-distributed-fashion-mnist"
 func TestGuideInContainers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	rt, err := e2eutil.FashionMNISTRuntimeForContainers(repo)
+	rt, err := localcluster.FashionMNISTRuntimeForContainers(repo)
 	if err != nil {
 		t.Fatal(err)
 	}

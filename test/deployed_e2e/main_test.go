@@ -89,7 +89,7 @@ func run(m *testing.M) int {
 	if errs := localcluster.ContainerNodePrerequisites(); len(errs) > 0 {
 		return prereq.MainMissing(suite, fmt.Sprintf("container nodes cannot run here: %v", errs))
 	}
-	if managerImage, err = e2eutil.ImageRef(e2eutil.ImageArchive(repo, "trainyard-manager")); err != nil {
+	if managerImage, err = localcluster.ImageRef(localcluster.ImageArchive(repo, "trainyard-manager")); err != nil {
 		fmt.Fprintf(os.Stderr, "%s e2e: %v\n", suite, err)
 		return 1
 	}
@@ -141,7 +141,7 @@ var images = []string{"trainyard-manager", "trainyard-initializer", "torch", "mp
 func archives() []string {
 	var as []string
 	for _, i := range images {
-		as = append(as, e2eutil.ImageArchive(repo, i))
+		as = append(as, localcluster.ImageArchive(repo, i))
 	}
 	return as
 }
@@ -149,7 +149,7 @@ func archives() []string {
 // archiveImage is the image name of bin/images/<name>.oci.tar.
 func archiveImage(t *testing.T, name string) string {
 	t.Helper()
-	ref, err := e2eutil.ImageRef(e2eutil.ImageArchive(repo, name))
+	ref, err := localcluster.ImageRef(localcluster.ImageArchive(repo, name))
 	if err != nil {
 		t.Fatal(err)
 	}

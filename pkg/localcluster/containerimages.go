@@ -1,4 +1,4 @@
-package e2eutil
+package localcluster
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/images"
 )
 
@@ -54,13 +53,13 @@ func FashionMNISTRuntimeForContainers(repo string) (*unstructured.Unstructured, 
 	if err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(repo, localcluster.FashionMNISTRuntimeFile))
+	raw, err := os.ReadFile(filepath.Join(repo, FashionMNISTRuntimeFile))
 	if err != nil {
 		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&u.Object); err != nil {
-		return nil, fmt.Errorf("%s: %w", localcluster.FashionMNISTRuntimeFile, err)
+		return nil, fmt.Errorf("%s: %w", FashionMNISTRuntimeFile, err)
 	}
 	rjs, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -193,16 +192,5 @@ func TestKueueJobSetMode(t *testing.T) {
 
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	eventually(t, func() error {
-		var list eventsv1.EventList
-		if err := env.Client.List(ctx(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason {
-				return nil
-			}
-		}
-		return fmt.Errorf("no event %s for %s", reason, name)
-	})
+	framework.WaitEvent(t, env.Client, ns, name, reason)
 }

@@ -2,10 +2,12 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -47,4 +49,21 @@ func NewNamespace(t testing.TB, c client.Client, prefix string) string {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
 	return ns.Name
+}
+
+// WaitEvent waits until ns has an event with reason about the object name.
+func WaitEvent(t testing.TB, c client.Client, ns, name, reason string) {
+	t.Helper()
+	Eventually(t, func() error {
+		var list eventsv1.EventList
+		if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event %s for %s", reason, name)
+	})
 }

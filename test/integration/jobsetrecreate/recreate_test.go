@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -129,16 +128,5 @@ func waitJobSet(t *testing.T, ns string, ok func(*jobsetv1alpha2.JobSet) error) 
 
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	framework.Eventually(t, func() error {
-		var evs corev1.EventList
-		if err := env.Client.List(ctx(), &evs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == name && e.Reason == reason {
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event on %s yet", reason, name)
-	})
+	framework.WaitEvent(t, env.Client, ns, name, reason)
 }

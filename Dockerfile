@@ -34,7 +34,7 @@ RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="${LDFLAGS}" -o /out/trainyard-initializer ./cmd/trainyard-initializer
 
 # The images run on distroless as the unprivileged "nonroot" user. `make images`
-# builds the same two without docker (test/images, whose tests parse the stages
+# builds the same two without docker (pkg/images, whose tests parse the stages
 # below: keep them in step).
 
 # The initializer alone: docker build --target initializer.

@@ -61,8 +61,8 @@ build: ## Build the manager, the trainyard CLI (docs/cli.md; also as the kubectl
 	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
 
 .PHONY: images
-images: ## Build the images without docker (test/images): the manager's and the initializer's (trainyard.local/<name>:$(VERSION), reproducible) and the training images torch, mpi, xgboost (trainyard.local/<name>:bookworm; root, debootstrap); OCI archives bin/images/<name>.oci.tar, rebuilt only when their inputs change. TRAINING_IMAGES=false leaves the training images out.
-	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-images ./test/images/cmd/trainyard-images
+images: ## Build the images without docker (pkg/images, cmd/trainyard-images): the manager's and the initializer's (trainyard.local/<name>:$(VERSION), reproducible) and the training images torch, mpi, xgboost (trainyard.local/<name>:bookworm; root, debootstrap); OCI archives bin/images/<name>.oci.tar, rebuilt only when their inputs change. TRAINING_IMAGES=false leaves the training images out.
+	@CGO_ENABLED=0 go build -o $(BIN)/trainyard-images ./cmd/trainyard-images
 	$(BIN)/trainyard-images -out $(BIN)/images -version $(VERSION) -commit $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) -ldflags "$(LDFLAGS)" -training=$(TRAINING_IMAGES)
 
 .PHONY: debian-packages
@@ -132,10 +132,11 @@ e2e-deployed: deployed-tools ## Run Trainyard as deployed (test/deployed_e2e): t
 # The tests of pkg/localcluster that bring a whole local cluster up (as root, with
 # bin/k8s built): they sit beside the package because they check its internals
 # (processes, bridges, cgroups left after Down), but they are e2e, not unit tests.
-LOCAL_CLUSTER_TESTS := ^(TestSmoke|TestContainerNode)$$
+# pkg/images' TestTrainingImages (root, debootstrap, minutes) is not a unit test either.
+LOCAL_CLUSTER_TESTS := ^(TestSmoke|TestContainerNode|TestTrainingImages)$$
 
 .PHONY: test-unit
-test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one), without pkg/localcluster's tests that start a cluster.
+test-unit: ## Run the unit, manifest and chart tests (test/manifests also checks against a kube-apiserver when bin/k8s has one), without pkg/localcluster's tests that start a cluster and pkg/images' debootstrap build.
 	go test $(GO_TEST_FLAGS) -skip '$(LOCAL_CLUSTER_TESTS)' ./apis/... ./pkg/... ./test/manifests/...
 
 .PHONY: test-integration

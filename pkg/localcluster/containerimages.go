@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/trainyard/trainyard/test/images"
+	"github.com/trainyard/trainyard/pkg/images"
 )
 
 // What runs Kubeflow's PyTorch guide on container nodes (test/deployed_e2e,

@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/trainyard/trainyard/test/images"
+	"github.com/trainyard/trainyard/pkg/images"
 )
 
-// The container nodes' images are written by test/images (WriteFileImage for
+// The container nodes' images are written by pkg/images (WriteFileImage for
 // the pause image and test images, `make images` for Trainyard's and the
 // training images) and imported with ctr into each node's containerd.
 

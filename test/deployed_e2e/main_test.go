@@ -135,7 +135,7 @@ func run(m *testing.M) int {
 }
 
 // images are the archives of make images that the tests run: the manager's
-// and the initializer's, and the training images (test/images).
+// and the initializer's, and the training images (pkg/images).
 var images = []string{"trainyard-manager", "trainyard-initializer", "torch", "mpi"}
 
 func archives() []string {

@@ -3,7 +3,7 @@
 # /usr/bin/python3 sees them): torch, torchvision and the Fashion-MNIST data for
 # the torchrun examples, OpenMPI, sshd and mpi4py for the MPI runtimes, XGBoost and scikit-learn (its bundled
 # datasets) for the XGBoost runtime; and debootstrap, with which `make images`
-# (test/images) makes the rootfs of the training images that container nodes
+# (pkg/images) makes the rootfs of the training images that container nodes
 # run (the same packages, in images). Each package is installed only when
 # missing, so a warm machine pays one dpkg query.
 set -euo pipefail

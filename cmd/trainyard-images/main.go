@@ -1,7 +1,7 @@
 // Command trainyard-images builds the manager's and the initializer's images,
 // and the training images (torch, mpi, xgboost: Debian packages on a
 // debootstrap rootfs), as OCI image archives without a container engine
-// (package test/images); `make images` runs it:
+// (package pkg/images); `make images` runs it:
 //
 //	trainyard-images -out bin/images -version V -commit C -source-date-epoch S -ldflags "-X ..."
 //
@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trainyard/trainyard/test/images"
+	"github.com/trainyard/trainyard/pkg/images"
 )
 
 func main() {

@@ -213,12 +213,12 @@ func inputStamp(ctx context.Context, opts Options) (string, error) {
 	fmt.Fprintf(h, "version=%s\ncommit=%s\nldflags=%s\nepoch=%d\narch=%s\ngo=%s\n",
 		opts.Version, opts.GitCommit, opts.LDFlags, opts.SourceDateEpoch, opts.GOARCH, strings.TrimSpace(string(goVersion)))
 	files := []string{"go.mod", "go.sum"}
-	for _, dir := range []string{"apis", "cmd", "pkg", "test/images"} {
+	for _, dir := range []string{"apis", "cmd", "pkg"} {
 		err := filepath.WalkDir(filepath.Join(opts.RepoRoot, dir), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && (d.Name() == "testdata" || (dir == "test/images" && d.Name() == "cmd")) {
+			if d.IsDir() && d.Name() == "testdata" {
 				return filepath.SkipDir
 			}
 			if d.Type().IsRegular() && !strings.HasSuffix(p, "_test.go") {

@@ -137,6 +137,9 @@ func TestOnlyKnownPackagesImportPlugins(t *testing.T) {
 		// plugins, and their PodGroup kinds.
 		"pkg/legacy/pytorchjob imports coscheduling",
 		"pkg/legacy/pytorchjob imports volcano",
+		// The local cluster (make cluster-up, the tests' clusters) turns on
+		// Kueue's integrations for the manager's --kueue-mode.
+		"pkg/localcluster imports kueue",
 	}
 	slices.Sort(want)
 	if diff := cmp.Diff(want, pluginImporters(t, rtt.RepoRoot())); diff != "" {

@@ -50,9 +50,11 @@ type Config struct {
 	// leave some Pending; 1 advertises the real count.
 	CPUOvercommit float64
 	// HostAddress, when set, is given to the bridge (with the cluster pod
-	// range's prefix), so that pods reach services of the host at it: a local
+	// range's prefix) and is the pods' default gateway, so that pods reach
+	// services of the host at it and at the host's other addresses: a local
 	// cluster's manager runs on the host, and trainers report their progress
-	// to its status server. Empty: pods reach nothing beyond each other.
+	// to its status server (at the node IP when the cluster has container
+	// nodes). Empty: pods reach nothing beyond each other.
 	HostAddress string
 	// Labels and Taints are added to the Node's. Unless Untainted, Taints
 	// gets ProcessNodeTaint. A pod bound to the node that does not tolerate

@@ -35,7 +35,10 @@
 //     range (default 10.254.0.0/24, a private range created on this machine only),
 //     the other end on a Linux bridge without an address. Nothing routes to or from
 //     the bridge: pods reach each other and nothing else, so two TrainJobs both
-//     listen on port 29500. iproute2's `ip` and util-linux's `nsenter` do the work.
+//     listen on port 29500. With Config.HostAddress the bridge has that address
+//     and pods route through it to the host's own addresses too (a local
+//     manager's status server). iproute2's `ip` and util-linux's `nsenter` do
+//     the work.
 //   - Names: the pod's hostname (spec.hostname, else its name) is set in its UTS
 //     namespace, and a hosts file generated per pod is bind mounted on /etc/hosts:
 //     the pod's own names, and every running pod of the process nodes with a

@@ -215,3 +215,28 @@ func TestSetHostAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestPodScript: a pod's namespace gets a default route only through the
+// host's address on the bridge; without one, pods reach only each other.
+func TestPodScript(t *testing.T) {
+	const base = "link set lo up\naddr add 10.254.0.7/16 dev eth0\nlink set eth0 up\n"
+	for _, tc := range []struct {
+		hostAddr, want string
+	}{
+		{"", base},
+		{"10.254.255.254", base + "route add default via 10.254.255.254 dev eth0\n"},
+	} {
+		n, err := newNetwork("tybtest", "10.254.0.0/24", "10.254.0.0/16", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.hostAddr != "" {
+			if err := n.setHostAddress(tc.hostAddr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(tc.want, n.podScript("10.254.0.7")); diff != "" {
+			t.Errorf("host address %q: script (-want +got):\n%s", tc.hostAddr, diff)
+		}
+	}
+}

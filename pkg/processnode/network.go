@@ -14,10 +14,13 @@ import (
 
 // network wires pods to a Linux bridge with iproute2: each pod gets a veth pair,
 // "eth0" inside its network namespace with an address of the node's pod range,
-// the other end on the bridge. The bridge has no address and nothing routes to or
-// from it: pods reach each other and nothing else; the host's network is not
-// changed besides the bridge and the veths, which are removed with the pods and on
-// stop.
+// the other end on the bridge. Without a host address the bridge has none and
+// nothing routes to or from it: pods reach each other and nothing else. With one
+// (Config.HostAddress) pods also reach the host: at that address and, through a
+// default route via it, at the host's own other addresses (a local cluster with
+// container nodes advertises its manager's status server at the node IP). The
+// host's network is not changed besides the bridge, its address and the veths,
+// which are removed with the pods and on stop.
 type network struct {
 	bridge    string
 	hostAddr  string // the bridge's address, "" for none
@@ -126,12 +129,25 @@ func (n *network) attach(pid int, uid, ip string) error {
 		return err
 	}
 	cmd := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--", "ip", "-batch", "-")
-	cmd.Stdin = strings.NewReader(fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", ip, n.prefixLen))
+	cmd.Stdin = strings.NewReader(n.podScript(ip))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		n.detach(uid)
 		return fmt.Errorf("configuring eth0 of pid %d: %v: %s", pid, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// podScript is the `ip -batch` input that configures a pod's network
+// namespace: loopback, eth0 with address ip and, when the bridge has a host
+// address, the default route through it. Packets to the host's own addresses
+// are then delivered to the host; the pods' range is not masqueraded, so
+// nothing beyond the host answers the rest.
+func (n *network) podScript(ip string) string {
+	s := fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", ip, n.prefixLen)
+	if n.hostAddr != "" {
+		s += fmt.Sprintf("route add default via %s dev eth0\n", n.hostAddr)
+	}
+	return s
 }
 
 // detach removes the host end of a pod's veth pair (the kernel also removes it

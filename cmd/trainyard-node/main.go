@@ -68,7 +68,7 @@ func main() {
 	flag.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API")
 	flag.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")
 	flag.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA that signs the client certificates the kubelet API accepts")
-	flag.StringVar(&cfg.HostAddress, "host-address", "", "address of the host on the bridge (inside --cluster-pod-cidr, outside --pod-cidr), and the pods' default gateway, at which pods reach the host's services such as a local manager's status server (there and at the host's other addresses); empty: none")
+	flag.StringVar(&cfg.HostAddress, "host-address", "", "address of the host on the bridge (inside --cluster-pod-cidr, outside --pod-cidr), at which pods reach the host's services such as a local manager's status server (there, and through it at the host's other addresses); empty: none")
 	flag.StringVar(&cfg.Bridge, "bridge", "", "Linux bridge of the pods (default derived from --state-dir)")
 	flag.StringVar(&cfg.PodCIDR, "pod-cidr", processnode.DefaultPodCIDR, "this node's pod address range")
 	flag.StringVar(&cfg.ClusterPodCIDR, "cluster-pod-cidr", "", "range of every process node's pods on the bridge (default --pod-cidr)")

@@ -50,8 +50,9 @@ type Config struct {
 	// leave some Pending; 1 advertises the real count.
 	CPUOvercommit float64
 	// HostAddress, when set, is given to the bridge (with the cluster pod
-	// range's prefix) and is the pods' default gateway, so that pods reach
-	// services of the host at it and at the host's other addresses: a local
+	// range's prefix) and pods route through it to the host's other IPv4
+	// addresses (as the agent starts), so that pods reach services of the
+	// host at any of its addresses, and nothing beyond the host: a local
 	// cluster's manager runs on the host, and trainers report their progress
 	// to its status server (at the node IP when the cluster has container
 	// nodes). Empty: pods reach nothing beyond each other.

@@ -37,8 +37,8 @@
 //     the bridge: pods reach each other and nothing else, so two TrainJobs both
 //     listen on port 29500. With Config.HostAddress the bridge has that address
 //     and pods route through it to the host's own addresses too (a local
-//     manager's status server). iproute2's `ip` and util-linux's `nsenter` do
-//     the work.
+//     manager's status server), and to nothing beyond the host. iproute2's
+//     `ip` and util-linux's `nsenter` do the work.
 //   - Names: the pod's hostname (spec.hostname, else its name) is set in its UTS
 //     namespace, and a hosts file generated per pod is bind mounted on /etc/hosts:
 //     the pod's own names, and every running pod of the process nodes with a

@@ -1,6 +1,7 @@
 package processnode
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,24 +217,32 @@ func TestSetHostAddress(t *testing.T) {
 	}
 }
 
-// TestPodScript: a pod's namespace gets a default route only through the
-// host's address on the bridge; without one, pods reach only each other.
+// TestPodScript: with a host address on the bridge, a pod's namespace gets a
+// route through it to each of the host's own addresses, and no default
+// route; without one, pods reach only each other.
 func TestPodScript(t *testing.T) {
 	const base = "link set lo up\naddr add 10.254.0.7/16 dev eth0\nlink set eth0 up\n"
+	host := []net.Addr{
+		&net.IPNet{IP: net.IPv4(127, 0, 0, 1), Mask: net.CIDRMask(8, 32)},
+		&net.IPNet{IP: net.ParseIP("192.0.2.2"), Mask: net.CIDRMask(24, 32)},
+		&net.IPNet{IP: net.ParseIP("10.254.255.254"), Mask: net.CIDRMask(16, 32)},
+		&net.IPNet{IP: net.ParseIP("10.253.0.1"), Mask: net.CIDRMask(24, 32)},
+		&net.IPNet{IP: net.ParseIP("fd00::2"), Mask: net.CIDRMask(64, 128)},
+	}
 	for _, tc := range []struct {
 		hostAddr, want string
 	}{
 		{"", base},
-		{"10.254.255.254", base + "route add default via 10.254.255.254 dev eth0\n"},
+		{"10.254.255.254", base + "route add 192.0.2.2/32 via 10.254.255.254 dev eth0\n" +
+			"route add 10.253.0.1/32 via 10.254.255.254 dev eth0\n"},
 	} {
 		n, err := newNetwork("tybtest", "10.254.0.0/24", "10.254.0.0/16", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if tc.hostAddr != "" {
-			if err := n.setHostAddress(tc.hostAddr); err != nil {
-				t.Fatal(err)
-			}
+			n.hostAddr = tc.hostAddr
+			n.hostIPs = hostRoutes(host, net.ParseIP(tc.hostAddr))
 		}
 		if diff := cmp.Diff(tc.want, n.podScript("10.254.0.7")); diff != "" {
 			t.Errorf("host address %q: script (-want +got):\n%s", tc.hostAddr, diff)

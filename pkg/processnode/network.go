@@ -16,15 +16,19 @@ import (
 // "eth0" inside its network namespace with an address of the node's pod range,
 // the other end on the bridge. Without a host address the bridge has none and
 // nothing routes to or from it: pods reach each other and nothing else. With one
-// (Config.HostAddress) pods also reach the host: at that address and, through a
-// default route via it, at the host's own other addresses (a local cluster with
-// container nodes advertises its manager's status server at the node IP). The
-// host's network is not changed besides the bridge, its address and the veths,
-// which are removed with the pods and on stop.
+// (Config.HostAddress) pods also reach the host: at that address and, through
+// routes via it, at the host's own other addresses (a local cluster with
+// container nodes advertises its manager's status server at the node IP), and
+// still nothing beyond the host. The host's network is not changed besides the
+// bridge, its address and the veths, which are removed with the pods and on
+// stop.
 type network struct {
-	bridge    string
-	hostAddr  string // the bridge's address, "" for none
-	prefixLen int    // of the cluster-wide pod range, the subnet of eth0
+	bridge   string
+	hostAddr string // the bridge's address, "" for none
+	// hostIPs are the host's other IPv4 addresses, as at start: pods route
+	// to each through hostAddr.
+	hostIPs   []string
+	prefixLen int // of the cluster-wide pod range, the subnet of eth0
 	alloc     *ipAllocator
 	logf      func(string, ...interface{})
 }
@@ -62,7 +66,29 @@ func (n *network) setHostAddress(addr string) error {
 		return fmt.Errorf("host address %s is inside the node's pod range %s", addr, n.alloc.subnet)
 	}
 	n.hostAddr = addr
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("listing the host's addresses: %w", err)
+	}
+	n.hostIPs = hostRoutes(addrs, ip)
 	return nil
+}
+
+// hostRoutes are the addresses of addrs that pods route to through the host
+// address: IPv4, neither loopback nor the host address itself. Routes to
+// these only, not a default route: a default route would send what pods
+// send beyond the host (a download, the host's resolver) out unmasqueraded
+// on a host that forwards, to hang unanswered rather than fail at once.
+func hostRoutes(addrs []net.Addr, hostAddr net.IP) []string {
+	var ips []string
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.To4() == nil || n.IP.IsLoopback() || n.IP.Equal(hostAddr) {
+			continue
+		}
+		ips = append(ips, n.IP.String())
+	}
+	return ips
 }
 
 func ipCmd(args ...string) error {
@@ -139,13 +165,14 @@ func (n *network) attach(pid int, uid, ip string) error {
 
 // podScript is the `ip -batch` input that configures a pod's network
 // namespace: loopback, eth0 with address ip and, when the bridge has a host
-// address, the default route through it. Packets to the host's own addresses
-// are then delivered to the host; the pods' range is not masqueraded, so
-// nothing beyond the host answers the rest.
+// address, a route through it to each of the host's own addresses.
 func (n *network) podScript(ip string) string {
 	s := fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", ip, n.prefixLen)
-	if n.hostAddr != "" {
-		s += fmt.Sprintf("route add default via %s dev eth0\n", n.hostAddr)
+	if n.hostAddr == "" {
+		return s
+	}
+	for _, h := range n.hostIPs {
+		s += fmt.Sprintf("route add %s/32 via %s dev eth0\n", h, n.hostAddr)
 	}
 	return s
 }

@@ -15,23 +15,26 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainyard/trainyard/pkg/processnode"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
 // TestContainerNode brings up a cluster with two container nodes (real
-// kubelets, each on its own containerd), imports an image built here without
-// a container engine (a static Go binary in an OCI archive) into node 0's
-// containerd, runs it as a pod and reads its output with kubectl logs (API
-// server → kubelet → containerd's log file); then checks the nodes' network,
-// DNS and storage (checkPodNetwork) and that Down leaves nothing behind. It
-// builds the kubelet, kube-proxy, CoreDNS and the provisioner and installs
-// the nodes' Debian packages first, and fails, with the fix, when they are
-// still missing.
+// kubelets, each on its own containerd) beside a kwok node and a process
+// node, imports an image built here without a container engine (a static Go
+// binary in an OCI archive) into node 0's containerd, runs it as a pod and
+// reads its output with kubectl logs (API server → kubelet → containerd's log
+// file); then checks the nodes' network, DNS and storage (checkPodNetwork),
+// that the kwok and process nodes keep working beside them (checkMixedNodes)
+// and that Down leaves nothing behind. It builds the kubelet, kube-proxy,
+// CoreDNS and the provisioner and installs the nodes' Debian packages first,
+// and fails, with the fix, when they are still missing.
 func TestContainerNode(t *testing.T) {
-	o := Options{StateDir: t.TempDir(), ContainerNodes: 2, Runtimes: []string{}}
+	o := Options{StateDir: t.TempDir(), ContainerNodes: 2, CPUNodes: 1, ProcessNodes: 1, Runtimes: []string{}}
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
+	o.Runtimes = []string{filepath.Join(o.RepoDir, mixedRuntime)}
 	base := o
 	base.ContainerNodes = 0
 	missing, err := MissingBinaries(base)
@@ -124,6 +127,7 @@ func TestContainerNode(t *testing.T) {
 	}
 
 	checkPodNetwork(ctx, t, c, dir)
+	checkMixedNodes(ctx, t, c)
 
 	if err := down(); err != nil {
 		t.Fatalf("Down: %v", err)
@@ -138,6 +142,9 @@ func TestContainerNode(t *testing.T) {
 				t.Errorf("cgroup %s still exists after Down", filepath.Join(m, containerCgroupRoot(o.StateDir, i)))
 			}
 		}
+	}
+	if linkExists(processnode.DefaultBridge(o.StateDir)) {
+		t.Errorf("the process nodes' bridge %s still exists after Down", processnode.DefaultBridge(o.StateDir))
 	}
 	for _, table := range []string{"filter", "nat"} {
 		if iptables("-t", table, "-n", "-L", networkChain(o.StateDir)) == nil {

@@ -39,11 +39,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/pkg/version"
 )
 
 func main() {
+	// The cluster's own components log to their files under the state
+	// directory; this command's controller-runtime clients have nothing to
+	// add, and without a logger controller-runtime prints a stack trace.
+	ctrllog.SetLogger(logr.Discard())
 	// Flags before the command: --version (and -h).
 	top := flag.NewFlagSet("trainyard-local", flag.ContinueOnError)
 	top.Usage = usage

@@ -157,11 +157,19 @@ func httpGet(ctx context.Context, url string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A new connection each time: one opened before kube-proxy wrote the
+	// Service's rules went to whatever answers that address beyond the host
+	// (on CI, an egress proxy answering with an empty body), and a kept-alive
+	// connection would keep going there after the rules exist.
+	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	return string(b), err
 }

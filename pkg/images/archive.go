@@ -141,6 +141,25 @@ func addFile(tw *tar.Writer, src, name string, created time.Time) error {
 	return err
 }
 
+// ArchivePath is where a build into outDir writes image name's archive
+// (`make images`: bin/images/<name>.oci.tar).
+func ArchivePath(outDir, name string) string {
+	return filepath.Join(outDir, name+".oci.tar")
+}
+
+// ArchiveRef is the name the archive at path gives its one image in
+// containerd (what `ctr images import` tags it with).
+func ArchiveRef(path string) (string, error) {
+	idx, err := ReadIndex(path)
+	if err != nil {
+		return "", err
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[annotationContainerdRef] == "" {
+		return "", fmt.Errorf("%s: not one image with a name", path)
+	}
+	return idx.Manifests[0].Annotations[annotationContainerdRef], nil
+}
+
 // ReadIndex reads the index.json of an oci-archive.
 func ReadIndex(path string) (*v1.IndexManifest, error) {
 	f, err := os.Open(path)
@@ -172,7 +191,7 @@ func ReadIndex(path string) (*v1.IndexManifest, error) {
 func readResults(opts Options) ([]Result, error) {
 	var results []Result
 	for _, im := range Images {
-		r, err := readResult(filepath.Join(opts.OutDir, im.Name+".oci.tar"), im.Ref(opts))
+		r, err := readResult(ArchivePath(opts.OutDir, im.Name), im.Ref(opts))
 		if err != nil {
 			return nil, err
 		}

@@ -202,7 +202,7 @@ func Build(ctx context.Context, opts Options) ([]Result, bool, error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("image %s: %w", im.Name, err)
 		}
-		r := Result{Image: im, Ref: im.Ref(opts), Path: filepath.Join(opts.OutDir, im.Name+".oci.tar")}
+		r := Result{Image: im, Ref: im.Ref(opts), Path: ArchivePath(opts.OutDir, im.Name)}
 		if r.Digest, r.Size, err = writeArchive(img, r.Ref, r.Path, created); err != nil {
 			return nil, false, fmt.Errorf("image %s: %w", im.Name, err)
 		}

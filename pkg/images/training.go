@@ -175,7 +175,7 @@ func BuildTraining(ctx context.Context, opts Options) ([]Result, bool, error) {
 	upToDate := true
 	for _, ti := range TrainingImages {
 		stamp := ti.stamp(opts)
-		path := filepath.Join(opts.OutDir, ti.Name+".oci.tar")
+		path := ArchivePath(opts.OutDir, ti.Name)
 		stampFile := filepath.Join(opts.OutDir, "."+ti.Name+".stamp")
 		if b, err := os.ReadFile(stampFile); err == nil && string(b) == stamp {
 			if r, err := readResult(path, ti.Ref()); err == nil {

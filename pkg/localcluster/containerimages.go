@@ -15,26 +15,15 @@ import (
 // What runs Kubeflow's PyTorch guide on container nodes (test/deployed_e2e,
 // make run RUN_ARGS=-containers) rather than on a process node.
 
-// containerdRef is the annotation of an image archive's index that
-// containerd's import takes as the image's name.
-const containerdRef = "io.containerd.image.name"
-
 // ImageArchive is the OCI archive `make images` writes for an image
 // (trainyard-manager, trainyard-initializer, torch, mpi, xgboost).
 func ImageArchive(repo, name string) string {
-	return filepath.Join(repo, "bin", "images", name+".oci.tar")
+	return images.ArchivePath(filepath.Join(repo, "bin", "images"), name)
 }
 
 // ImageRef is the name an archive gives its image in a node's containerd.
 func ImageRef(archive string) (string, error) {
-	idx, err := images.ReadIndex(archive)
-	if err != nil {
-		return "", err
-	}
-	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[containerdRef] == "" {
-		return "", fmt.Errorf("%s: not one image with a name", archive)
-	}
-	return idx.Manifests[0].Annotations[containerdRef], nil
+	return images.ArchiveRef(archive)
 }
 
 // FashionMNISTRuntimeForContainers is examples/fashion-mnist/runtime.yaml for

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -112,7 +113,9 @@ func run() error {
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 
-	cacheOpts, err := controller.CacheOptions(cfg, scheme)
+	// ConfigMaps: the status server's CA publisher reads its own, which the
+	// cache must select by label as it does the plugins' children.
+	cacheOpts, err := controller.CacheOptions(cfg, scheme, &corev1.ConfigMap{})
 	if err != nil {
 		return err
 	}

@@ -81,9 +81,9 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*t
 		return nil, err
 	}
 	if err := statusserver.Setup(mgr, statusserver.Options{
-		Addr: o.bind, CertDir: wh.certDir, CoalesceInterval: o.interval, Limits: &o.limits,
+		Addr: o.bind, CertDir: wh.certDir, CoalesceInterval: o.interval, Limits: &o.limits, CA: ca,
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the status server: %w", err)
 	}
-	return &trainjobstatus.Config{BaseURL: url, CA: ca.Get}, nil
+	return &trainjobstatus.Config{BaseURL: url}, nil
 }

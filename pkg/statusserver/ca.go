@@ -16,16 +16,29 @@ import (
 // CABundle is the CA that signs the server's certificate, as trainers must
 // trust it: read from a file (ca.crt next to the webhook's tls.crt, where
 // cert-controller and cert-manager both put it) at start and re-read every
-// Interval, so a rotated CA reaches new TrainJobs' <tj>-tls-config ConfigMaps
-// at their next reconcile. It is what the TrainJobStatus plugin gets through
-// plugins.Options: plugins hold no client and read no files, only this value.
+// Interval. CAPublisher copies it into each namespace that has TrainJobs
+// (CAConfigMapName), and again whenever it changes (Changed), so that a
+// rotated CA reaches running trainers too: the kubelet refreshes projected
+// ConfigMaps in place.
 type CABundle struct {
 	Path     string
 	Interval time.Duration
 	Log      logr.Logger
 
-	mu  sync.RWMutex
-	pem []byte
+	mu   sync.RWMutex
+	pem  []byte
+	next chan struct{} // closed at the next change (Changed)
+}
+
+// Changed returns a channel that is closed when the bundle next changes
+// (the first load included).
+func (c *CABundle) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = make(chan struct{})
+	}
+	return c.next
 }
 
 // Get returns the current PEM bundle, nil when none was read yet.
@@ -49,6 +62,10 @@ func (c *CABundle) Load() error {
 	if !bytes.Equal(c.pem, b) {
 		c.pem = b
 		c.Log.Info("Loaded the status server CA", "path", c.Path)
+		if c.next != nil {
+			close(c.next)
+			c.next = nil
+		}
 	}
 	return nil
 }

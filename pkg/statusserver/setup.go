@@ -26,6 +26,11 @@ type Options struct {
 	CoalesceInterval time.Duration
 	// Limits bound what clients may cost (nil: DefaultLimits).
 	Limits *Limits
+	// CA, when set, is published in every namespace with TrainJobs
+	// (CAPublisher), for the trainers to verify the server with. The manager's
+	// cache must then hold ConfigMaps (label-selected, as it does for the
+	// children of the plugins that own some).
+	CA *CABundle
 }
 
 // Setup adds the server to the manager. It serves once the certificate
@@ -59,6 +64,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Coalescer: co,
 		Limits:    limits.ClientLimits(),
 		Log:       log,
+	}
+	if o.CA != nil {
+		pub := &CAPublisher{Client: mgr.GetClient(), CA: o.CA, Log: log.WithName("ca")}
+		if err := pub.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("status server CA publisher: %w", err)
+		}
 	}
 	return mgr.Add(&runnable{opts: o, handler: h, co: co})
 }

@@ -209,11 +209,13 @@ func TestManagerClusterRole(t *testing.T) {
 		// only Trainyard's own, by label) and created once.
 		permissions("", []string{"services"}, "get", "list", "watch", "create", "delete"),
 		// Runtime plugins' children (the Flux entrypoint ConfigMap, MPI's
-		// hostfile, each TrainJob's <tj>-tls-config CA for the status
-		// server): created once or server-side applied, watched; the cache
-		// holds only Trainyard's own, by label. Never updated in place nor
-		// deleted: the garbage collector deletes them with their TrainJob.
-		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch"),
+		// hostfile): created once or server-side applied, watched; the cache
+		// holds only Trainyard's own, by label. Never updated in place; the
+		// garbage collector deletes them with their TrainJob. Delete is for
+		// the status server's CA ConfigMap, one per namespace with TrainJobs
+		// (statusserver.CAPublisher), which no job owns: it goes with the
+		// namespace's last TrainJob.
+		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch", "delete"),
 		// Their Secrets (Flux's CURVE key pair, MPI's SSH key) are only ever
 		// created, once: no patch.
 		permissions("", []string{"secrets"}, "get", "list", "watch", "create"),

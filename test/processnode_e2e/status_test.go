@@ -20,8 +20,9 @@ import (
 // TestTrainerStatusReport runs the upstream shape of a progress report
 // (testdata/status_update.py: the three KUBEFLOW_TRAINER_SERVER_* variables,
 // one POST) as a TrainJob's command on the process node: the pod gets its
-// projected token (TokenRequest bound to the pod) and the CA from
-// <tj>-tls-config, reaches the manager's status server on the bridge, and the
+// projected token (TokenRequest bound to the pod) and the CA from the
+// namespace's trainyard-status-server-ca (statusserver.CAPublisher), reaches
+// the manager's status server on the bridge, and the
 // TrainJob's status.trainerStatus then holds exactly what it sent; the job
 // completes.
 func TestTrainerStatusReport(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -29,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/statusserver"
 	"github.com/trainyard/trainyard/test/integration/framework"
@@ -36,9 +39,10 @@ import (
 
 // TestSetupInManager runs the server as the manager does (statusserver.Setup:
 // the certificate from a directory that is filled only after the manager
-// starts, HTTPS), with the manager's ServiceAccount bound to exactly the
-// ClusterRole of manifests/base, which therefore must allow the token
-// reviews, the pod reads and the status writes.
+// starts, HTTPS, and the CA published in each namespace with TrainJobs),
+// with the manager's ServiceAccount bound to exactly the ClusterRole of
+// manifests/base, which therefore must allow the token reviews, the pod
+// reads, the status writes and the CA ConfigMap's create, patch and delete.
 func TestSetupInManager(t *testing.T) {
 	h := start(t, 10*time.Millisecond)
 	ctx := context.Background()
@@ -71,7 +75,7 @@ func TestSetupInManager(t *testing.T) {
 	cfg := rest.AnonymousClientConfig(h.env.Config)
 	cfg.BearerToken = tr.Status.Token
 
-	cacheOpts, err := controller.CacheOptions(cfg, h.env.Scheme)
+	cacheOpts, err := controller.CacheOptions(cfg, h.env.Scheme, &corev1.ConfigMap{}) // as cmd/trainyard-manager
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,11 @@ func TestSetupInManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	certDir, addr := t.TempDir(), freeAddress(t)
-	if err := statusserver.Setup(mgr, statusserver.Options{Addr: addr, CertDir: certDir, CoalesceInterval: 10 * time.Millisecond}); err != nil {
+	ca := &statusserver.CABundle{Path: filepath.Join(certDir, "ca.crt"), Interval: 50 * time.Millisecond, Log: ctrl.Log}
+	if err := mgr.Add(ca); err != nil {
+		t.Fatal(err)
+	}
+	if err := statusserver.Setup(mgr, statusserver.Options{Addr: addr, CertDir: certDir, CoalesceInterval: 10 * time.Millisecond, CA: ca}); err != nil {
 		t.Fatal(err)
 	}
 	mgrCtx, stop := context.WithCancel(ctx)
@@ -125,6 +133,42 @@ func TestSetupInManager(t *testing.T) {
 			return errStr("trainerStatus not written yet")
 		}
 		return nil
+	})
+
+	// The namespace's CA ConfigMap: the CA trainers verify the server with,
+	// again after it rotates, and gone with the namespace's last TrainJob.
+	published := func(want string) {
+		t.Helper()
+		framework.Eventually(t, func() error {
+			var cm corev1.ConfigMap
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: statusserver.CAConfigMapName}, &cm); err != nil {
+				return err
+			}
+			if got := cm.Data[statusserver.CAKey]; got != want {
+				return errStr(fmt.Sprintf("%s holds %d bytes, want the %d of ca.crt", statusserver.CAConfigMapName, len(got), len(want)))
+			}
+			return nil
+		})
+	}
+	readCA := func() string {
+		b, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	published(readCA())
+	writeServingCert(t, certDir) // a new CA
+	published(readCA())
+	if err := c.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mnist"}}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, func() error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: statusserver.CAConfigMapName}, &corev1.ConfigMap{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errStr(fmt.Sprintf("%s still there after the last TrainJob went: %v", statusserver.CAConfigMapName, err))
 	})
 }
 

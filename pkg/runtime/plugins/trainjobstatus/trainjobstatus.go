@@ -2,28 +2,22 @@
 // status server (pkg/statusserver), as Kubeflow Trainer v2.3's TrainJobStatus
 // feature does: every regular container of the trainer pods gets the server's
 // URL, a service account token for this TrainJob's audience and the CA that
-// signs the server's certificate, and the plan gets the <tj>-tls-config
-// ConfigMap that carries that CA.
+// signs the server's certificate, projected from the namespace's
+// statusserver.CAConfigMapName (which statusserver.CAPublisher keeps; the
+// plan has no child for it).
 package trainjobstatus
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/statusserver"
 )
-
-// The CA ConfigMap of each TrainJob.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
 // Name of the plugin.
 const Name = "TrainJobStatus"
@@ -43,19 +37,12 @@ const (
 	TokenExpirationSeconds = 3600
 )
 
-// ConfigMapName is the name of the ConfigMap holding a TrainJob's CA bundle.
-func ConfigMapName(job string) string { return job + "-tls-config" }
-
 // Config is what the manager knows about its status server. A nil Config
 // turns the feature off: the plugin then does nothing.
 type Config struct {
 	// BaseURL is the server's scheme, host and port as trainer pods reach
 	// it, e.g. https://trainyard-webhook.trainyard-system.svc:10443.
 	BaseURL string
-	// CA returns the PEM bundle that signs the server's certificate, nil
-	// while the manager has not read it yet. It is a value the manager keeps
-	// current (statusserver.CABundle), not a client: the plugin stays pure.
-	CA func() []byte
 }
 
 // Progress is the plugin.
@@ -65,8 +52,6 @@ type Progress struct {
 
 var (
 	_ framework.MLPolicyPlugin = (*Progress)(nil)
-	_ framework.BuildPlugin    = (*Progress)(nil)
-	_ framework.OwnerPlugin    = (*Progress)(nil)
 )
 
 // New returns the plugin; cfg nil means the feature is off.
@@ -74,9 +59,6 @@ func New(cfg *Config) *Progress { return &Progress{cfg: cfg} }
 
 // Name implements framework.Plugin.
 func (*Progress) Name() string { return Name }
-
-// Owns implements framework.OwnerPlugin.
-func (*Progress) Owns() []client.Object { return []client.Object{&corev1.ConfigMap{}} }
 
 // URL is where TrainJob ns/name's trainers report.
 func (c *Config) URL(ns, name string) string {
@@ -117,7 +99,9 @@ func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) er
 }
 
 // Volume is the projected volume of a TrainJob's trainer pods: a token for
-// the job's audience, and the CA from the job's ConfigMap.
+// the job's audience, and the CA from the namespace's ConfigMap. The kubelet
+// waits for that ConfigMap before it starts the pod, and refreshes the file
+// when the CA rotates.
 func Volume(job *trainer.TrainJob) corev1.Volume {
 	return corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{
@@ -127,30 +111,11 @@ func Volume(job *trainer.TrainJob) corev1.Volume {
 				Path:              TokenFile,
 			}},
 			{ConfigMap: &corev1.ConfigMapProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(job.Name)},
-				Items:                []corev1.KeyToPath{{Key: CAFile, Path: CAFile}},
+				LocalObjectReference: corev1.LocalObjectReference{Name: statusserver.CAConfigMapName},
+				Items:                []corev1.KeyToPath{{Key: statusserver.CAKey, Path: CAFile}},
 			}},
 		},
 	}}}
-}
-
-// Build emits the CA ConfigMap, applied, so that a rotated CA reaches it.
-func (p *Progress) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
-	if p.cfg == nil || info.PodSpec(info.TrainerJob) == nil {
-		return nil, nil
-	}
-	var ca []byte
-	if p.cfg.CA != nil {
-		ca = p.cfg.CA()
-	}
-	if len(ca) == 0 {
-		return nil, fmt.Errorf("the status server's CA certificate is not loaded yet")
-	}
-	return []plan.Child{plan.Apply(&corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(job.Name), Namespace: job.Namespace},
-		Data:       map[string]string{CAFile: string(ca)},
-	})}, nil
 }
 
 // userSets says whether the TrainJob's spec.trainer.env sets a variable.

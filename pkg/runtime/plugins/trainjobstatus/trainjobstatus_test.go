@@ -9,17 +9,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
 	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	"github.com/trainyard/trainyard/pkg/statusserver"
 )
-
-const caPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 var cfg = &trainjobstatus.Config{
 	BaseURL: "https://trainyard-webhook.trainyard-system.svc:10443/",
-	CA:      func() []byte { return []byte(caPEM) },
 }
 
 func job() *trainer.TrainJob {
@@ -31,7 +29,7 @@ var wantVolume = corev1.Volume{Name: "kubeflow-trainer-token", VolumeSource: cor
 	Sources: []corev1.VolumeProjection{
 		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 			Audience: "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/mnist/status", ExpirationSeconds: ptr.To[int64](3600), Path: "token"}},
-		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "mnist-tls-config"},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "trainyard-status-server-ca"},
 			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
 	},
 }}}
@@ -132,32 +130,19 @@ func TestEnforceMLPolicyReplacesUserVolume(t *testing.T) {
 	}
 }
 
-func TestBuild(t *testing.T) {
-	rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "torch").ReplicatedJobs(
-		rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "torch"))).Obj()
-	info, err := runtime.NewInfo(job(), rt)
-	if err != nil {
-		t.Fatal(err)
+// TestNoChild: the CA ConfigMap the volume names is the namespace's, kept by
+// statusserver.CAPublisher, so that a TrainJob costs no write for it; the
+// plugin plans no child and watches none.
+func TestNoChild(t *testing.T) {
+	var p any = trainjobstatus.New(cfg)
+	if _, ok := p.(framework.BuildPlugin); ok {
+		t.Error("the plugin builds children; want none (one CA ConfigMap per namespace, not per job)")
 	}
-	got, err := trainjobstatus.New(cfg).Build(info, job())
-	if err != nil {
-		t.Fatal(err)
+	if _, ok := p.(framework.OwnerPlugin); ok {
+		t.Error("the plugin owns a kind; want none")
 	}
-	want := []plan.Child{plan.Apply(&corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "mnist-tls-config", Namespace: "team"},
-		Data:       map[string]string{"ca.crt": caPEM},
-	})}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Build (-want +got):\n%s", diff)
-	}
-
-	if got, err := trainjobstatus.New(nil).Build(info, job()); err != nil || got != nil {
-		t.Errorf("Build with the feature off = %v, %v; want nothing", got, err)
-	}
-	notLoaded := &trainjobstatus.Config{BaseURL: cfg.BaseURL, CA: func() []byte { return nil }}
-	if _, err := trainjobstatus.New(notLoaded).Build(info, job()); err == nil {
-		t.Error("Build without a CA: no error, want one (the trainers could not verify the server)")
+	if got := wantVolume.Projected.Sources[1].ConfigMap.Name; got != statusserver.CAConfigMapName {
+		t.Errorf("volume's ConfigMap = %q, want the publisher's %q", got, statusserver.CAConfigMapName)
 	}
 }
 

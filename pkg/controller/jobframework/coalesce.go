@@ -28,9 +28,47 @@ import (
 // restarted manager sees the change again and waits once more, no longer.
 // The same memory bounds a deferred status (Decision.DeferFor, deferStatus):
 // a pass that defers it even though it acted still has a due time.
+//
+// A deferred status also holds the events of what its pass synced (Created
+// JobSet ...): they go out with the status, from the pass the deferral leaves
+// it to. Under a burst of new jobs that pass waits behind the others' creates
+// (childPriority), and so do the events, one per job, that would otherwise
+// compete with those creates. A restart loses them with the rest of this
+// memory; the children they tell of are there to see.
 type held struct {
-	mu  sync.Mutex
-	due map[types.NamespacedName]time.Time
+	mu     sync.Mutex
+	due    map[types.NamespacedName]time.Time
+	events map[types.NamespacedName][]Event
+}
+
+// holdEvents keeps events to send with the job's next status write.
+func (h *held) holdEvents(key types.NamespacedName, evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.events == nil {
+		h.events = map[types.NamespacedName][]Event{}
+	}
+	h.events[key] = append(h.events[key], evs...)
+}
+
+// takeEvents returns and forgets the events held for the job.
+func (h *held) takeEvents(key types.NamespacedName) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	evs := h.events[key]
+	delete(h.events, key)
+	return evs
+}
+
+// forget drops all the job's memory: it is gone, or not ours to write.
+func (h *held) forget(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.due, key)
+	delete(h.events, key)
 }
 
 // wait records a change of a job's status seen at now that may wait up to

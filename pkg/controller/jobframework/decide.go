@@ -18,8 +18,9 @@ import (
 // to retry. Decide makes it; it is pure.
 type Decision struct {
 	Outcome
-	// SyncEvents say what syncing did. They go out from the pass that synced,
-	// whether it writes the status or not: no later pass would tell them.
+	// SyncEvents say what syncing did. No later pass would tell them: they go
+	// out from the pass that writes the status, this one or, when it defers,
+	// the one it defers to (the Reconciler holds them until then).
 	SyncEvents []Event
 	// Defer leaves the status write (and the Outcome's patches, deletions
 	// and events) to a later pass: the one the new JobSet's creation event

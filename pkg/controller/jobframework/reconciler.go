@@ -65,14 +65,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := r.adapter.New()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.held.done(req.NamespacedName)
+			r.held.forget(req.NamespacedName)
 			r.expected.forget(req.NamespacedName)
 			r.taken.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
-		r.held.done(req.NamespacedName)
+		r.held.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -117,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	d := decide(r.adapter, job, obs, sync, now)
 	if deferred, wait := r.deferStatus(req.NamespacedName, d); deferred {
 		r.recordSync(job, sync, now)
-		r.sendEvents(job, d.SyncEvents)
+		r.held.holdEvents(req.NamespacedName, d.SyncEvents) // they go out with the status (see held)
 		log.V(3).Info("Status deferred", "bound", wait)
 		requeue := d.Requeue
 		if wait > 0 && (requeue == 0 || wait < requeue) {
@@ -139,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
 	if deleted {
-		r.held.done(req.NamespacedName)
+		r.held.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if err := r.writeStatus(ctx, job, d.Job); err != nil {
@@ -150,6 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if rec, ok := r.adapter.(Recorder); ok {
 		rec.RecordStatus(job, d.Job, now)
 	}
+	r.sendEvents(job, r.held.takeEvents(req.NamespacedName))
 	r.sendEvents(job, d.SyncEvents)
 	r.sendEvents(job, d.Events)
 	if d.Retry != nil {

@@ -53,6 +53,43 @@ const (
 	eventSlow   = "event job Warning Slow Run: 50% done"
 )
 
+// TestDeferredSyncEvents: the events of what a deferring pass synced go out
+// with the status, from the pass it defers to, before that pass's own; a job
+// that is gone takes them with it.
+func TestDeferredSyncEvents(t *testing.T) {
+	deferring := running(func(o *Decision) { o.Defer, o.SyncEvents, o.Events = true, o.Events[:1], nil })
+	writing := running(func(o *Decision) { o.Events = o.Events[1:] })
+	a := &fakeAdapter{status: deferring}
+	f := newFixture(t, a, fixtureOpts{objs: []client.Object{trainJob()}})
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: "job"}}
+	pass := func() {
+		t.Helper()
+		if _, err := f.r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass()
+	if diff := cmp.Diff([]string{"sync record"}, f.log.get()); diff != "" {
+		t.Errorf("deferring pass (-want +got):\n%s", diff)
+	}
+	a.status = writing
+	pass()
+	if diff := cmp.Diff([]string{"sync record", statusPatch, "record", eventRun, eventSlow}, f.log.get()); diff != "" {
+		t.Errorf("after the pass deferred to (-want +got):\n%s", diff)
+	}
+
+	// Held, then the job goes: nothing is sent for it, nor kept.
+	a.status = deferring
+	f.r.held.holdEvents(req.NamespacedName, []Event{{Type: corev1.EventTypeNormal, Reason: "Old", Action: "Run", Message: "stale"}})
+	if err := f.r.client.Delete(context.Background(), trainJob()); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if evs := f.r.held.takeEvents(req.NamespacedName); len(evs) != 0 {
+		t.Errorf("events kept for a job that is gone: %v", evs)
+	}
+}
+
 func TestReconcile(t *testing.T) {
 	// Each case gets its own objects: the fake client writes into them.
 	pod := func() *corev1.Pod { return podOf("job-node-0-0", "job", corev1.PodRunning) }
@@ -137,7 +174,9 @@ func TestReconcile(t *testing.T) {
 		},
 		// What syncing did (the JobSet's creation) is still told: nothing
 		// else would tell it. The rest waits with the status.
-		"DeferStatus: no write, no patch; what syncing did recorded and sent": {
+		// What syncing did is told with the status, by the pass deferred to
+		// (TestDeferredSyncEvents).
+		"DeferStatus: no write, no patch, no event; what syncing did recorded": {
 			objs: []client.Object{trainJob(), pod()},
 			status: running(func(o *Decision) {
 				o.Defer = true
@@ -146,17 +185,14 @@ func TestReconcile(t *testing.T) {
 				o.Patches = []Patch{labelPatch()}
 			}),
 			want:            ctrl.Result{RequeueAfter: time.Second},
-			wantOps:         []string{"sync record", "event job Normal Running Run: job is running"},
+			wantOps:         []string{"sync record"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},
-		"Defer, every event of syncing": {
-			objs:   []client.Object{trainJob()},
-			status: running(func(o *Decision) { o.Defer, o.SyncEvents, o.Events = true, o.Events, nil }),
-			wantOps: []string{
-				"sync record",
-				"event job Normal Running Run: job is running",
-				"event job Warning Slow Run: 50% done"},
+		"Defer, every event of syncing: held": {
+			objs:            []client.Object{trainJob()},
+			status:          running(func(o *Decision) { o.Defer, o.SyncEvents, o.Events = true, o.Events, nil }),
+			wantOps:         []string{"sync record"},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},

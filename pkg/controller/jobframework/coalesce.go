@@ -60,6 +60,9 @@ func (h *held) takeEvents(key types.NamespacedName) []Event {
 	defer h.mu.Unlock()
 	evs := h.events[key]
 	delete(h.events, key)
+	if len(h.events) == 0 {
+		h.events = nil // a map keeps its buckets: let a burst's go
+	}
 	return evs
 }
 
@@ -69,6 +72,9 @@ func (h *held) forget(key types.NamespacedName) {
 	defer h.mu.Unlock()
 	delete(h.due, key)
 	delete(h.events, key)
+	if len(h.events) == 0 {
+		h.events = nil
+	}
 }
 
 // wait records a change of a job's status seen at now that may wait up to

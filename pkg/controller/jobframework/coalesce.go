@@ -59,10 +59,7 @@ func (h *held) takeEvents(key types.NamespacedName) []Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	evs := h.events[key]
-	delete(h.events, key)
-	if len(h.events) == 0 {
-		h.events = nil // a map keeps its buckets: let a burst's go
-	}
+	deleteKey(&h.events, key)
 	return evs
 }
 
@@ -70,11 +67,8 @@ func (h *held) takeEvents(key types.NamespacedName) []Event {
 func (h *held) forget(key types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.due, key)
-	delete(h.events, key)
-	if len(h.events) == 0 {
-		h.events = nil
-	}
+	deleteKey(&h.due, key)
+	deleteKey(&h.events, key)
 }
 
 // wait records a change of a job's status seen at now that may wait up to
@@ -98,7 +92,7 @@ func (h *held) wait(key types.NamespacedName, now time.Time, allowance time.Dura
 func (h *held) done(key types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.due, key)
+	deleteKey(&h.due, key)
 }
 
 // holdStatus decides whether this pass's status write waits, and for how
@@ -139,4 +133,15 @@ func (r *Reconciler) deferStatus(key types.NamespacedName, out Decision) (bool, 
 	}
 	wait := r.held.wait(key, r.wall.Now(), out.DeferFor)
 	return wait > 0, wait
+}
+
+// deleteKey deletes a job's entry from one of the reconciler's per-job maps,
+// and drops the map once it is empty: a Go map keeps the buckets of its
+// largest size, so a burst of 1000 jobs would otherwise hold on to them
+// (about 0.2 to 0.5 MB per map) long after every entry went.
+func deleteKey[V any](m *map[types.NamespacedName]V, key types.NamespacedName) {
+	delete(*m, key)
+	if len(*m) == 0 {
+		*m = nil
+	}
 }

@@ -63,7 +63,7 @@ func (e *expected) waiting(job types.NamespacedName, obs *observe.Observed, now 
 	}
 	left := exp.since.Add(expectWait).Sub(now)
 	if left <= 0 {
-		delete(e.jobs, job)
+		deleteKey(&e.jobs, job)
 		return 0
 	}
 	for _, k := range exp.keys {
@@ -71,7 +71,7 @@ func (e *expected) waiting(job types.NamespacedName, obs *observe.Observed, now 
 			return left
 		}
 	}
-	delete(e.jobs, job)
+	deleteKey(&e.jobs, job)
 	return 0
 }
 
@@ -79,5 +79,5 @@ func (e *expected) waiting(job types.NamespacedName, obs *observe.Observed, now 
 func (e *expected) forget(job types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.jobs, job)
+	deleteKey(&e.jobs, job)
 }

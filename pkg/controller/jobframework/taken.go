@@ -54,7 +54,7 @@ func (t *taken) keys(job types.NamespacedName) []childsync.Key {
 func (t *taken) forget(job types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.jobs, job)
+	deleteKey(&t.jobs, job)
 }
 
 // keep replaces the job's remembered keys.
@@ -62,7 +62,7 @@ func (t *taken) keep(job types.NamespacedName, keys []childsync.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(keys) == 0 {
-		delete(t.jobs, job)
+		deleteKey(&t.jobs, job)
 		return
 	}
 	if t.jobs == nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,17 @@ func main() {
 	}
 }
 
+// defaultGCPercent is the manager's GOGC unless the environment sets one.
+// Its heap is mostly its cache, which grows with the jobs: collecting at 50%
+// growth instead of Go's 100% keeps the peak RSS under a burst of 1000 jobs
+// about 10% lower (67 -> 60 MiB) for about 15% more manager CPU (0.3 s per
+// 1000 jobs); docs/performance.md has the runs.
+const defaultGCPercent = 50
+
 func run() error {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	var (
 		metricsCfg  = serving.Config{}
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")

@@ -74,15 +74,19 @@ func caKeyOf(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // onCAChange queues every namespace with TrainJobs or a CA ConfigMap each
-// time the bundle changes (its first load included).
+// time the bundle changes (its first load included). It subscribes before
+// the controller's workers start, and again before each listing, so that no
+// change falls between a pass that saw the old bundle and the next wait.
 func (p *CAPublisher) onCAChange(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	changed := p.CA.Changed()
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-p.CA.Changed():
+			case <-changed:
 			}
+			changed = p.CA.Changed()
 			keys, err := p.namespaces(ctx)
 			if err != nil {
 				p.Log.Error(err, "Listing the namespaces to publish the status server CA in")

@@ -57,12 +57,7 @@ func TestDecide(t *testing.T) {
 // integration test (test/integration/statusserver) runs it in a manager on a
 // real API server with the manager's ClusterRole.
 func TestReconcile(t *testing.T) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := testScheme(t)
 	job := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "team"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(job).Build()
 	path := filepath.Join(t.TempDir(), "ca.crt")
@@ -128,12 +123,7 @@ func TestReconcile(t *testing.T) {
 // TestCAKeysOf: a CA change queues each namespace that has TrainJobs or a CA
 // ConfigMap, once.
 func TestCAKeysOf(t *testing.T) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := testScheme(t)
 	objs := []client.Object{
 		&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "one"}},
 		&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "one"}},
@@ -155,6 +145,18 @@ func TestCAKeysOf(t *testing.T) {
 	if diff := cmp.Diff(map[string]bool{"one": true, "two": true}, seen); diff != "" || len(got) != 2 {
 		t.Errorf("namespaces (-want +got):\n%s (%d requests)", diff, len(got))
 	}
+}
+
+// testScheme has the kinds the publisher reads: core and TrainJobs.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
 
 // selfSigned is a PEM CA certificate named cn.

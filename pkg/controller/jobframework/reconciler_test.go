@@ -172,10 +172,9 @@ func TestReconcile(t *testing.T) {
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
 		},
-		// What syncing did (the JobSet's creation) is still told: nothing
-		// else would tell it. The rest waits with the status.
-		// What syncing did is told with the status, by the pass deferred to
-		// (TestDeferredSyncEvents).
+		// What syncing did (the JobSet's creation) is told with the status,
+		// by the pass deferred to (TestDeferredSyncEvents); the rest waits
+		// with the status too.
 		"DeferStatus: no write, no patch, no event; what syncing did recorded": {
 			objs: []client.Object{trainJob(), pod()},
 			status: running(func(o *Decision) {

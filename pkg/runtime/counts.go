@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -31,11 +33,45 @@ func CheckNumProcPerNode(path *field.Path, v intstr.IntOrString) *field.Error {
 	return field.NotSupported(path, v.StrVal, []string{ProcAuto, ProcCPU, ProcGPU, "an integer >= 1"})
 }
 
-// CheckNumNodes is the one rule for a node count (spec.trainer.numNodes,
-// mlPolicy.numNodes, the count a TrainJob resolves to): at least 1.
+// CheckNumNodes is the one rule for a runtime's default node count
+// (mlPolicy.numNodes): at least 1.
 func CheckNumNodes(path *field.Path, n int32) *field.Error {
 	if n < 1 {
 		return field.Invalid(path, n, "must be at least 1")
+	}
+	return nil
+}
+
+// CheckTrainerNumNodes is the one rule for the node count a TrainJob asks for
+// (spec.trainer.numNodes) and resolves to: at least 0, as in Kubeflow Trainer
+// v2.4. 0 runs no training node: the trainer's Job gets no pods, and
+// Kubernetes completes a Job of 0 completions at once.
+func CheckTrainerNumNodes(path *field.Path, n int32) *field.Error {
+	if n < 0 {
+		return field.Invalid(path, n, "must be at least 0")
+	}
+	return nil
+}
+
+// CheckSlots is the one rule for an MPI runtime's numProcPerNode
+// (mlPolicy.mpi.numProcPerNode, the hostfile's slots): at least 1.
+func CheckSlots(path *field.Path, n int32) *field.Error {
+	if n < 1 {
+		return field.Invalid(path, n, "must be at least 1")
+	}
+	return nil
+}
+
+// MaxReplicatedJobNameLength bounds the names of a runtime's replicated jobs
+// (Kubeflow Trainer v2.4): JobSet names pods
+// <trainjob>-<replicated job>-<job index>-<pod index>, and a short job name
+// leaves the TrainJob's name room in the 63 characters of a host name.
+const MaxReplicatedJobNameLength = 20
+
+// CheckReplicatedJobName is the one rule for a runtime's replicated job name.
+func CheckReplicatedJobName(path *field.Path, name string) *field.Error {
+	if len(name) > MaxReplicatedJobNameLength {
+		return field.Invalid(path, name, fmt.Sprintf("must be no more than %d characters", MaxReplicatedJobNameLength))
 	}
 	return nil
 }

@@ -17,9 +17,10 @@ var ancestorContainers = map[string]string{
 	trainer.AncestorModelInitializer:   trainer.ModelInitializerContainer,
 }
 
-// ValidateRuntimeSpec checks what Trainyard needs of a runtime: exactly one
-// trainer job, run once (replicas 1), with a "node" container; initializer jobs
-// likewise with their containers. It warns about framework policies that no
+// ValidateRuntimeSpec checks what Trainyard needs of a runtime: replicated job
+// names of at most 20 characters (Kubeflow Trainer v2.4); exactly one trainer
+// job, run once (replicas 1), with a "node" container; initializer jobs
+// likewise with their containers; node and MPI slot counts of at least 1. It warns about framework policies that no
 // plugin of fw runs.
 func ValidateRuntimeSpec(fw *framework.Framework, spec *trainer.TrainingRuntimeSpec) ([]string, field.ErrorList) {
 	var errs field.ErrorList
@@ -27,6 +28,9 @@ func ValidateRuntimeSpec(fw *framework.Framework, spec *trainer.TrainingRuntimeS
 	rjPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
 	seen := map[string]string{}
 	for i, rj := range spec.Template.Spec.ReplicatedJobs {
+		if err := runtime.CheckReplicatedJobName(rjPath.Index(i).Child("name"), rj.Name); err != nil {
+			errs = append(errs, err)
+		}
 		ancestor := rj.Template.Labels[trainer.AncestorLabel]
 		if ancestor == "" {
 			continue
@@ -67,6 +71,11 @@ func ValidateRuntimeSpec(fw *framework.Framework, spec *trainer.TrainingRuntimeS
 	if mp := spec.MLPolicy; mp != nil {
 		if mp.NumNodes != nil {
 			if err := runtime.CheckNumNodes(field.NewPath("spec", "mlPolicy", "numNodes"), *mp.NumNodes); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if mp.MPI != nil && mp.MPI.NumProcPerNode != nil {
+			if err := runtime.CheckSlots(field.NewPath("spec", "mlPolicy", "mpi", "numProcPerNode"), *mp.MPI.NumProcPerNode); err != nil {
 				errs = append(errs, err)
 			}
 		}

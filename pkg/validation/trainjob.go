@@ -45,7 +45,7 @@ func ValidateTrainJob(oldJob, job *trainer.TrainJob) field.ErrorList {
 	if t := job.Spec.Trainer; t != nil {
 		tp := spec.Child("trainer")
 		if t.NumNodes != nil {
-			if err := runtime.CheckNumNodes(tp.Child("numNodes"), *t.NumNodes); err != nil {
+			if err := runtime.CheckTrainerNumNodes(tp.Child("numNodes"), *t.NumNodes); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -231,6 +231,7 @@ type MPIMLPolicySource struct {
 	// numProcPerNode is the number of MPI slots per node.
 	// +optional
 	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
 	NumProcPerNode *int32 `json:"numProcPerNode,omitempty"`
 	// +optional
 	// +kubebuilder:default=OpenMPI

@@ -212,9 +212,11 @@ type Trainer struct {
 	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
-	// numNodes is the number of training nodes (pods); it overrides the runtime's mlPolicy.numNodes.
+	// numNodes is the number of training nodes (pods), over the runtime's mlPolicy.numNodes; 0 runs no training pod.
+	// With 0 the trainer's Job (and an MPI runtime's node Job) gets no pods and completes at once,
+	// while the runtime's other jobs (initializers) run as usual.
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=0
 	NumNodes *int32 `json:"numNodes,omitempty"`
 
 	// resourcesPerNode is merged into the "node" container's resources.

@@ -475,7 +475,7 @@ func TestValidateWithRealPlugins(t *testing.T) {
 			job: rtt.MakeTrainJob("ns", "job").NumNodes(2).Env(rtt.Env("PET_REDIRECTS", "3")).Obj(),
 		},
 		"errors of several plugins, in plugin order": {
-			job: rtt.MakeTrainJob("ns", "job").NumNodes(0).Env(rtt.Env("WORLD_SIZE", "2")).
+			job: rtt.MakeTrainJob("ns", "job").NumNodes(-1).Env(rtt.Env("WORLD_SIZE", "2")).
 				ResourcesPerNode(corev1.ResourceRequirements{Requests: rtt.ResourceList("cpu", "2"), Limits: rtt.ResourceList("cpu", "1")}).Obj(),
 			want: []rtt.FieldErr{
 				{Type: field.ErrorTypeInvalid, Field: "spec.trainer.resourcesPerNode.requests[cpu]"},

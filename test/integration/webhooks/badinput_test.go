@@ -79,8 +79,12 @@ func TestBadTrainJobsAreRejected(t *testing.T) {
 			"spec.trainer.env[0].name", "is set by Trainyard or torchrun"},
 		{"reserved env RANK", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.Trainer.Env = []corev1.EnvVar{{Name: "RANK", Value: "0"}} }),
 			"spec.trainer.env[0].name", "is set by Trainyard or torchrun"},
-		{"numNodes 0", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.Trainer.NumNodes = ptr.To[int32](0) }),
-			"spec.trainer.numNodes", "should be greater than or equal to 1"},
+		{"numNodes -1 (0 is allowed since Kubeflow Trainer v2.4)", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.Trainer.NumNodes = ptr.To[int32](-1) }),
+			"spec.trainer.numNodes", "should be greater than or equal to 0"},
+		{"PRRTE's reserved env on an MPI runtime (Open MPI 5, Kubeflow Trainer v2.4)", job(ns, "a", func(j *trainer.TrainJob) {
+			j.Spec.RuntimeRef.Name = "mpi"
+			j.Spec.Trainer.Env = []corev1.EnvVar{debug, {Name: "PRTE_MCA_prte_keep_fqdn_hostnames", Value: "true"}}
+		}), "spec.trainer.env", "must not have reserved envs, invalid envs configured: [PRTE_MCA_prte_keep_fqdn_hostnames]"},
 		{"numProcPerNode 0", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.Trainer.NumProcPerNode = ptr.To(intstr.FromInt32(0)) }),
 			"spec.trainer.numProcPerNode", "must be an integer >= 1 or one of auto, cpu, gpu"},
 		{"numProcPerNode word", job(ns, "a", func(j *trainer.TrainJob) { j.Spec.Trainer.NumProcPerNode = ptr.To(intstr.FromString("all")) }),
@@ -232,6 +236,13 @@ func TestBadRuntimesAreRejected(t *testing.T) {
 			"spec.mlPolicy", "only one of torch, mpi, jax, xgboost or flux can be set"},
 		{"numNodes 0", func(s *trainer.TrainingRuntimeSpec) { s.MLPolicy.NumNodes = ptr.To[int32](0) },
 			"spec.mlPolicy.numNodes", "should be greater than or equal to 1"},
+		{"MPI numProcPerNode 0 (Kubeflow Trainer v2.4)", func(s *trainer.TrainingRuntimeSpec) {
+			s.MLPolicy.Torch, s.MLPolicy.MPI = nil, &trainer.MPIMLPolicySource{NumProcPerNode: ptr.To[int32](0)}
+		}, "spec.mlPolicy.mpi.numProcPerNode", "should be greater than or equal to 1"},
+		{"a replicated job name of 21 characters (Kubeflow Trainer v2.4)", func(s *trainer.TrainingRuntimeSpec) {
+			s.Template.Spec.ReplicatedJobs[1].Name = "trainer-of-21-chars-"
+			s.Template.Spec.ReplicatedJobs[1].Name += "x"
+		}, "spec.template.spec.replicatedJobs[1].name", `Invalid value: "trainer-of-21-chars-x": must be no more than 20 characters`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,8 +46,8 @@ func (*JobSet) Name() string { return Name }
 func (*JobSet) Owns() []client.Object { return []client.Object{&jobsetv1alpha2.JobSet{}} }
 
 // Validate checks what every runtime needs to run a TrainJob: replicated jobs
-// bound to TrainJob fields exist once, the TrainJob asks for at least one node,
-// and the pod host names JobSet will generate fit in a DNS label.
+// bound to TrainJob fields exist once, their names are short enough, the
+// TrainJob asks for no negative node count, and the pod host names JobSet will generate fit in a DNS label.
 func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
 	var errs field.ErrorList
 	rtPath := field.NewPath("spec", "runtimeRef")
@@ -60,7 +60,16 @@ func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Erro
 			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s", info.Runtime.Kind, info.Runtime.Name,
 				trainer.AncestorLabel, trainer.AncestorTrainer)))
 	}
-	if err := runtime.CheckNumNodes(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes); err != nil {
+	// Kubeflow Trainer v2.4 limits a runtime's replicated job names; a runtime
+	// stored before (or with its webhook off) is reported here, at the TrainJob's
+	// reference, with the runtime's own field path.
+	rjPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
+	for i, rj := range info.Runtime.Spec.Template.Spec.ReplicatedJobs {
+		if err := runtime.CheckReplicatedJobName(rjPath.Index(i).Child("name"), rj.Name); err != nil {
+			errs = append(errs, field.Invalid(rtPath, info.Runtime.Name, fmt.Sprintf("runtime %s %q: %v", info.Runtime.Kind, info.Runtime.Name, err)))
+		}
+	}
+	if err := runtime.CheckTrainerNumNodes(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes); err != nil {
 		errs = append(errs, err)
 	}
 	return append(errs, validatePodNames(info, job)...)

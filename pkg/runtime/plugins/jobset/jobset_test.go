@@ -211,10 +211,23 @@ func TestValidate(t *testing.T) {
 				rtt.MakeReplicatedJob("main", "", rtt.MakeContainer("main", "x"))).Obj(),
 			job: rtt.MakeTrainJob("ns", "job").Obj(),
 		},
-		"zero nodes": {
+		"zero nodes are fine (Kubeflow Trainer v2.4)": {
+			rt:  rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(),
+			job: rtt.MakeTrainJob("ns", "job").NumNodes(0).Obj(),
+		},
+		"negative nodes": {
 			rt:   rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(),
-			job:  rtt.MakeTrainJob("ns", "job").NumNodes(0).Obj(),
+			job:  rtt.MakeTrainJob("ns", "job").NumNodes(-1).Obj(),
 			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.trainer.numNodes"}},
+		},
+		"a replicated job name longer than 20 characters (a runtime stored with its webhook off)": {
+			rt: func() *runtime.Runtime {
+				rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj()
+				rt.Spec.Template.Spec.ReplicatedJobs[0].Name = "a-replicated-job-of-21"
+				return rt
+			}(),
+			job:  rtt.MakeTrainJob("ns", "job").Obj(),
+			want: []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.runtimeRef"}},
 		},
 		"a name too long for the host names JobSet generates": {
 			rt:   rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(),

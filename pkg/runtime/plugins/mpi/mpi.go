@@ -1,8 +1,9 @@
 // Package mpi runs MPI runtimes (OpenMPI; DeepSpeed and MLX runtimes are MPI
 // runtimes): a launcher job runs mpirun, which starts the ranks over SSH on the
 // pods of the node job. The plugin sizes the node job, gives both jobs the SSH
-// key pair of the TrainJob (a Secret it creates once) and the launcher a
-// hostfile (a ConfigMap) and the OpenMPI settings that make mpirun use them.
+// key pair of the TrainJob (a Secret it creates once) and the TrainJob's image,
+// and the launcher a hostfile (a ConfigMap) and the OpenMPI settings (Open MPI
+// 4's and 5's) that make mpirun use them.
 package mpi
 
 // The hostfile is applied (create, patch); the garbage collector deletes it with the TrainJob.
@@ -57,12 +58,22 @@ const (
 	DefaultSSHAuthMountPath = "/root/.ssh"
 )
 
-// The OpenMPI settings the launcher gets, in this order.
+// The OpenMPI settings the launcher gets, in this order: Open MPI 4's (ORTE)
+// then, as Kubeflow Trainer v2.4 adds them, Open MPI 5's (PRRTE, whose
+// variables are spelled PRTE_MCA_). Open MPI 5 ignores the ORTE ones, so
+// without them a multi-node job silently runs on the launcher alone.
+// PRRTE must not keep fully qualified host names: the hostfile names pods by
+// JobSet's short <pod>.<subdomain> form, which never matches the name PRRTE
+// resolves for its own host, and the launcher would ssh to itself.
 const (
 	EnvHostfile       = "OMPI_MCA_orte_default_hostfile"
 	EnvKeepFQDN       = "OMPI_MCA_orte_keep_fqdn_hostnames"
 	EnvDefaultSlots   = "OMPI_MCA_orte_set_default_slots"
 	EnvRshArgs        = "OMPI_MCA_plm_rsh_args"
+	EnvPRTEHostfile   = "PRTE_MCA_prte_default_hostfile"
+	EnvPRTEKeepFQDN   = "PRTE_MCA_prte_keep_fqdn_hostnames"
+	EnvPRTESlots      = "PRTE_MCA_prte_set_default_slots"
+	EnvPRTESSHArgs    = "PRTE_MCA_plm_ssh_args"
 	rshArgs           = "-o ConnectionAttempts=10"
 	secretNameSuffix  = "-mpi-ssh-auth"
 	hostfileCMSuffix  = "-mpi-hostfile"
@@ -72,7 +83,8 @@ const (
 	hostfileMode      = int32(0o444)
 )
 
-var reserved = []string{EnvHostfile, EnvKeepFQDN, EnvDefaultSlots, EnvRshArgs}
+var reserved = []string{EnvHostfile, EnvKeepFQDN, EnvDefaultSlots, EnvRshArgs,
+	EnvPRTEHostfile, EnvPRTEKeepFQDN, EnvPRTESlots, EnvPRTESSHArgs}
 
 // MPI is the plugin.
 type MPI struct{}
@@ -118,7 +130,8 @@ func SecretName(job *trainer.TrainJob) string { return job.Name + secretNameSuff
 // HostfileName is the name of the TrainJob's hostfile ConfigMap.
 func HostfileName(job *trainer.TrainJob) string { return job.Name + hostfileCMSuffix }
 
-// Validate rejects OpenMPI's variables in spec.trainer.env, an MPI
+// Validate rejects OpenMPI's variables (Open MPI 4's and 5's) in spec.trainer.env, a
+// runtime numProcPerNode below 1, an MPI
 // implementation other than OpenMPI, and more than one node on a runtime that
 // runs the launcher as a node but lacks the launcher or the node job.
 func (*MPI) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
@@ -128,6 +141,9 @@ func (*MPI) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorLi
 	}
 	var errs field.ErrorList
 	if err := checkImplementation(info, pol); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkRuntimeSlots(info, pol); err != nil {
 		errs = append(errs, err)
 	}
 	t := job.Spec.Trainer
@@ -171,6 +187,20 @@ func checkImplementation(info *runtime.Info, pol *trainer.MPIMLPolicySource) *fi
 			impl, info.Runtime.Kind, info.Runtime.Name, trainer.MPIImplementationOpenMPI))
 }
 
+// checkRuntimeSlots: the runtime's numProcPerNode is at least 1 (the CRD
+// says so since Kubeflow Trainer v2.4; a runtime stored before is reported at
+// the TrainJob's reference, with the runtime's field path).
+func checkRuntimeSlots(info *runtime.Info, pol *trainer.MPIMLPolicySource) *field.Error {
+	if pol.NumProcPerNode == nil {
+		return nil
+	}
+	if err := runtime.CheckSlots(field.NewPath("spec", "mlPolicy", "mpi", "numProcPerNode"), *pol.NumProcPerNode); err != nil {
+		return field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+			fmt.Sprintf("runtime %s %q: %v", info.Runtime.Kind, info.Runtime.Name, err))
+	}
+	return nil
+}
+
 // EnforceMLPolicy sizes the node job, mounts the SSH keys into both jobs'
 // node containers and gives the launcher the hostfile and OpenMPI's settings.
 func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
@@ -189,10 +219,12 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	t := job.Spec.Trainer
 
 	// Counts: the TrainJob's numNodes counts the launcher when it runs ranks
-	// too; the launcher itself keeps the runtime's count.
+	// too; the launcher itself keeps the runtime's count. numNodes 0 runs no
+	// training node: neither node pods nor the launcher.
+	none := t != nil && t.NumNodes != nil && *t.NumNodes == 0
 	if t != nil && t.NumNodes != nil {
 		n := *t.NumNodes
-		if asNode {
+		if asNode && !none {
 			n = max(n-1, 1)
 		}
 		if rj := info.ReplicatedJob(NodeJob); rj != nil {
@@ -205,6 +237,19 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	}
 	if info.TrainerJob != NodeJob {
 		info.NumNodes = ptr.Deref(info.MLPolicy().NumNodes, 1)
+		if none {
+			info.NumNodes = 0
+		}
+	}
+
+	// Kubeflow Trainer v2.4: the TrainJob's image runs on the node pods as well
+	// as on the launcher (where the Info already has it), so that the ranks
+	// mpirun starts over SSH find the same program. The command and args stay
+	// the launcher's: the node pods run the SSH servers.
+	if t != nil && t.Image != nil {
+		if c := info.Container(NodeJob, trainer.NodeContainer); c != nil {
+			c.Image = *t.Image
+		}
 	}
 
 	mountPath := sshAuthMountPath(pol)
@@ -229,13 +274,17 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 				corev1.EnvVar{Name: EnvKeepFQDN, Value: "true"},
 				corev1.EnvVar{Name: EnvDefaultSlots, Value: strconv.Itoa(int(slotsPerNode))},
 				corev1.EnvVar{Name: EnvRshArgs, Value: rshArgs},
+				corev1.EnvVar{Name: EnvPRTEHostfile, Value: HostfileDir + "/" + HostfileKey},
+				corev1.EnvVar{Name: EnvPRTEKeepFQDN, Value: "false"},
+				corev1.EnvVar{Name: EnvPRTESlots, Value: strconv.Itoa(int(slotsPerNode))},
+				corev1.EnvVar{Name: EnvPRTESSHArgs, Value: rshArgs},
 			)
 		}
 	}
 
 	// With the launcher as a node, the node pods run the same program: they
-	// get the TrainJob's env and resources too (not its image or command: they
-	// run the SSH servers).
+	// get the TrainJob's env and resources too (not its command: they run the
+	// SSH servers).
 	if asNode && info.TrainerJob != NodeJob && t != nil {
 		if c := info.Container(NodeJob, trainer.NodeContainer); c != nil {
 			c.Env = runtime.UpsertEnv(c.Env, t.Env...)

@@ -87,6 +87,10 @@ func ompiEnv(slots string) []corev1.EnvVar {
 		rtt.Env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
 		rtt.Env("OMPI_MCA_orte_set_default_slots", slots),
 		rtt.Env("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+		rtt.Env("PRTE_MCA_prte_default_hostfile", "/etc/mpi/hostfile"),
+		rtt.Env("PRTE_MCA_prte_keep_fqdn_hostnames", "false"),
+		rtt.Env("PRTE_MCA_prte_set_default_slots", slots),
+		rtt.Env("PRTE_MCA_plm_ssh_args", "-o ConnectionAttempts=10"),
 	}
 }
 
@@ -152,8 +156,10 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 		wantLauncher []corev1.EnvVar
 		wantNodeEnv  []corev1.EnvVar
 		wantNodeRes  corev1.ResourceRequirements
-		launcherImg  string
-		launcherCmd  []string
+		// trainerImg is the TrainJob's image: Kubeflow Trainer v2.4 runs it
+		// on the launcher and on the node pods.
+		trainerImg  string
+		launcherCmd []string
 	}{
 		"deepspeed, numNodes 3: two node pods and the launcher, all in the hostfile": {
 			runtime: "deepspeed-distributed",
@@ -209,7 +215,15 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 			wantHostfile: "job-node-0-0.job slots=1\njob-launcher-0-0.job slots=1\n",
 			wantLauncher: append(append([]corev1.EnvVar{rtt.Env("LOG", "debug"), rtt.Env("KEEP", "1")}, ompiEnv("1")...), rtt.Env("A", "a")),
 			wantNodeEnv:  []corev1.EnvVar{rtt.Env("A", "a"), rtt.Env("LOG", "debug")},
-			launcherImg:  "me/train:v1",
+			trainerImg:   "me/train:v1",
+		},
+		"numNodes 0: no node pod, no launcher pod, an empty hostfile": {
+			runtime:      "deepspeed-distributed",
+			job:          rtt.MakeTrainJob("ns", tj).NumNodes(0).Image("me/train:v1").Obj(),
+			wantCounts:   map[string][2]int32{"node": {0, 0}, "launcher": {0, 0}},
+			wantHostfile: "",
+			wantLauncher: ompiEnv("1"),
+			trainerImg:   "me/train:v1",
 		},
 	}
 	for name, tc := range cases {
@@ -243,11 +257,10 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 				t.Errorf("parallelism, completions (-want +got):\n%s", diff)
 			}
 			image := "ghcr.io/kubeflow/trainer/" + map[string]string{"deepspeed-distributed": "deepspeed", "mlx-distributed": "mlx"}[tc.runtime] + "-runtime:v2.3.0"
-			launcherImg := image
-			if tc.launcherImg != "" {
-				launcherImg = tc.launcherImg
+			if tc.trainerImg != "" {
+				image = tc.trainerImg
 			}
-			wantNode, wantLauncher := deepspeedPods(tj, image, launcherImg, tc.launcherCmd, tc.wantLauncher, tc.wantNodeEnv, tc.wantNodeRes)
+			wantNode, wantLauncher := deepspeedPods(tj, image, image, tc.launcherCmd, tc.wantLauncher, tc.wantNodeEnv, tc.wantNodeRes)
 			if diff := cmp.Diff(wantNode, podSpec(t, js, "node")); diff != "" {
 				t.Errorf("node pod spec (-want +got):\n%s", diff)
 			}

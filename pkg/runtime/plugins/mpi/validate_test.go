@@ -36,6 +36,25 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "env"), reservedEnv,
 				"must not have reserved envs, invalid envs configured: [OMPI_MCA_orte_default_hostfile OMPI_MCA_plm_rsh_args]")},
 		},
+		"Open MPI 5's (PRRTE) variables are reserved too": {
+			job: rtt.MakeTrainJob("ns", "job").Env(rtt.Env("PRTE_MCA_plm_ssh_args", "-v"), rtt.Env("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+				rtt.Env("PRTE_MCA_prte_default_hostfile", "/h"), rtt.Env("PRTE_MCA_prte_set_default_slots", "2"), rtt.Env("PRTE_MCA_rmaps_default_mapping_policy", "node")).Obj(),
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "env"), []corev1.EnvVar{
+				rtt.Env("PRTE_MCA_plm_ssh_args", "-v"), rtt.Env("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+				rtt.Env("PRTE_MCA_prte_default_hostfile", "/h"), rtt.Env("PRTE_MCA_prte_set_default_slots", "2"), rtt.Env("PRTE_MCA_rmaps_default_mapping_policy", "node")},
+				"must not have reserved envs, invalid envs configured: [PRTE_MCA_plm_ssh_args PRTE_MCA_prte_default_hostfile PRTE_MCA_prte_keep_fqdn_hostnames PRTE_MCA_prte_set_default_slots]")},
+		},
+		"a runtime stored with numProcPerNode 0 (before v2.4's minimum)": {
+			rt: func(rt *runtime.Runtime) {
+				rt.Spec.MLPolicy.MPI.NumProcPerNode = ptr.To[int32](0)
+			},
+			job: rtt.MakeTrainJob("ns", "job").Obj(),
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), "deepspeed-distributed",
+				`runtime ClusterTrainingRuntime "deepspeed-distributed": spec.mlPolicy.mpi.numProcPerNode: Invalid value: 0: must be at least 1`)},
+		},
+		"zero nodes": {
+			job: rtt.MakeTrainJob("ns", "job").NumNodes(0).Obj(),
+		},
 		"several nodes with the launcher as a node but no node job": {
 			rt:  withoutNodeJob,
 			job: rtt.MakeTrainJob("ns", "job").NumNodes(2).Obj(),

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -209,6 +210,9 @@ type Server struct {
 	// Timeouts (0: the Default ones; the read timeouts bound the TLS
 	// handshake too).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// listening is the address Start listens on, once it does.
+	listening atomic.Pointer[string]
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -241,6 +245,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("status server: %w", err)
 	}
 	s.Log.Info("Serving training status reports", "address", l.Addr().String())
+	addr := l.Addr().String()
+	s.listening.Store(&addr)
+	defer s.listening.Store(nil)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(l, "", "") }()
 	select {
@@ -251,4 +258,63 @@ func (s *Server) Start(ctx context.Context) error {
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// Listening returns the address the server listens on, "" before it does
+// (it waits for its certificate) and after it stopped.
+func (s *Server) Listening() string {
+	if a := s.listening.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// Checked is how long a probe waits for the server's TLS handshake.
+const Checked = 2 * time.Second
+
+// Ready is the manager's readiness check of the server (Kubeflow Trainer v2.4
+// registers its status server in the manager's probes): it completes a TLS
+// handshake with the server's listener, which proves that the certificate is
+// loaded and connections are accepted, as controller-runtime's check of the
+// webhook server does. It fails until the server serves.
+func (s *Server) Ready(*http.Request) error {
+	addr := s.Listening()
+	if addr == "" {
+		return errors.New("the status server is not serving (yet): it waits for its serving certificate")
+	}
+	d := &net.Dialer{Timeout: Checked}
+	// The check proves the local listener completes a handshake; the name the
+	// certificate is for is not this dial's address, so it is not verified.
+	conn, err := tls.DialWithDialer(d, "tcp", dialable(addr), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // see above
+	if err != nil {
+		return fmt.Errorf("the status server does not answer: %w", err)
+	}
+	return conn.Close()
+}
+
+// Healthy is the manager's liveness check of the server: once it has started
+// serving it must answer (Ready); before that, while it waits for a
+// certificate that internal rotation writes after the manager starts, it is
+// not dead, only not ready.
+func (s *Server) Healthy(r *http.Request) error {
+	if s.Listening() == "" {
+		return nil
+	}
+	return s.Ready(r)
+}
+
+// dialable turns a listener's wildcard address (":10443" listens as
+// "[::]:10443") into the loopback one.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if ip != nil && ip.To4() == nil {
+			return net.JoinHostPort("::1", port)
+		}
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }

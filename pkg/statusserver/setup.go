@@ -71,14 +71,29 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("status server CA publisher: %w", err)
 		}
 	}
-	return mgr.Add(&runnable{opts: o, handler: h, co: co})
+	r := &runnable{opts: o, handler: h, co: co,
+		server: &Server{Addr: o.Addr, Handler: h.ServeMux(), Log: h.Log}}
+	// The server is part of the manager's health, as Kubeflow Trainer v2.4's
+	// is: /readyz fails until it serves, /healthz once it stopped answering.
+	if err := mgr.AddHealthzCheck(CheckName, r.server.Healthy); err != nil {
+		return fmt.Errorf("status server: %w", err)
+	}
+	if err := mgr.AddReadyzCheck(CheckName, r.server.Ready); err != nil {
+		return fmt.Errorf("status server: %w", err)
+	}
+	return mgr.Add(r)
 }
+
+// CheckName names the server's checks in the manager's /healthz and /readyz
+// (e.g. /readyz/status-server).
+const CheckName = "status-server"
 
 // runnable waits for the certificate, then serves it hot-reloaded.
 type runnable struct {
 	opts    Options
 	handler *Handler
 	co      *Coalescer
+	server  *Server
 }
 
 func (*runnable) NeedLeaderElection() bool { return false }
@@ -104,8 +119,8 @@ func (r *runnable) Start(ctx context.Context) error {
 			r.handler.Log.Error(err, "Watching the serving certificate")
 		}
 	}()
-	s := &Server{Addr: r.opts.Addr, Handler: r.handler.ServeMux(), GetCertificate: cw.GetCertificate, Log: r.handler.Log}
-	err := s.Start(ctx)
+	r.server.GetCertificate = cw.GetCertificate
+	err := r.server.Start(ctx)
 	r.co.Wait()
 	return err
 }

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
@@ -33,6 +34,10 @@ type Adapter struct {
 	Framework *framework.Framework
 	// Metrics are the manager's TrainJob metrics (nil: none recorded).
 	Metrics *metrics.TrainJob
+
+	// gone remembers JobSets that finished, for the moment between their
+	// finish (or deletion) and the TrainJob's status saying so (nil: none).
+	gone *finishedJobSets
 }
 
 var _ jobframework.Adapter = (*Adapter)(nil)
@@ -60,6 +65,10 @@ type inputs struct {
 	// lookups are the field errors of the checks that need lookups
 	// (validation.ValidateLookups), made before the job's first JobSet.
 	lookups field.ErrorList
+	// gone is the last state of the job's JobSet when that JobSet finished
+	// and is not observed any more (deleted): the job finished, and gets no
+	// new one (finishedJobSets).
+	gone *jobsetv1alpha2.JobSet
 }
 
 var _ jobframework.InputReader = (*Adapter)(nil)
@@ -68,12 +77,19 @@ var _ jobframework.InputReader = (*Adapter)(nil)
 // before its first JobSet, the checks the webhook makes with lookups, so that
 // their errors show in status when the webhook is not installed. A finished
 // job needs neither.
-func (*Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object, obs *observe.Observed) error {
+func (a *Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object, obs *observe.Observed) error {
 	job := o.(*trainer.TrainJob)
 	if finished(&job.Status) {
+		a.gone.forget(job.UID)
 		return nil
 	}
 	in := &inputs{}
+	if obs.JobSet(job.Name) == nil {
+		if in.gone = a.gone.get(job.UID); in.gone != nil {
+			obs.Inputs = in // finished: no runtime needed
+			return nil
+		}
+	}
 	in.rt, in.err = runtimeFor(ctx, r, job, obs)
 	if in.err == nil && obs.JobSet(job.Name) == nil {
 		in.lookups = validation.ValidateLookups(ctx, r, job, in.rt)
@@ -83,7 +99,8 @@ func (*Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object
 }
 
 // Plan implements jobframework.Adapter. A finished job, or one past its
-// deadline, gets no plan: it never gets a new JobSet.
+// deadline, or one whose JobSet finished and went before its status said so,
+// gets no plan: it never gets a new JobSet.
 func (a *Adapter) Plan(o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
 	job := o.(*trainer.TrainJob)
 	if finished(&job.Status) {
@@ -95,6 +112,9 @@ func (a *Adapter) Plan(o client.Object, obs *observe.Observed, now time.Time) (*
 	in, ok := obs.Inputs.(*inputs)
 	if !ok {
 		return nil, errors.New("the TrainJob's runtime was not read: ReadInputs comes first")
+	}
+	if in.gone != nil {
+		return nil, nil // its JobSet finished and went: Failed and Complete are terminal
 	}
 	if in.err != nil {
 		return nil, in.err

@@ -136,9 +136,10 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 		return err
 	}
 	c := m.GetClient()
+	gone := &finishedJobSets{}
 	_, err = jobframework.SetupWithManager(m, jobframework.Config{
 		Options: k.Options,
-		Adapter: &Adapter{Framework: fw, Metrics: tm},
+		Adapter: &Adapter{Framework: fw, Metrics: tm, gone: gone},
 		Owns:    fw.Owns(),
 		Name:    k.Name(),
 		// The controller's own status writes need no second pass: only a
@@ -148,6 +149,7 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 			predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})},
 		Watch: func(b *builder.Builder) *builder.Builder {
 			return b.
+				Watches(&jobsetv1alpha2.JobSet{}, gone.handler()).
 				Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimeToTrainJobs(c, trainer.TrainingRuntimeKind))).
 				Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimeToTrainJobs(c, trainer.ClusterTrainingRuntimeKind)))
 		},

@@ -87,6 +87,12 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 		return
 	}
 
+	// A JobSet that finished and went before the job's status said so (its
+	// own TTL, or deleted by hand) still says how the job ended.
+	if in, ok := obs.Inputs.(*inputs); ok && js == nil && in.gone != nil {
+		obs, js = withJobSet(obs, in.gone), in.gone
+	}
+
 	// 2. Past its deadline a job fails, and its JobSet goes, unless the
 	// JobSet finished first (and status had not caught up yet).
 	if at, ok := deadline(job, status); ok && !now.Before(at) && !finishedJobSet(js) {

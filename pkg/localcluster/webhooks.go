@@ -49,6 +49,11 @@ func (c *Cluster) prepareWebhookConfigs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s webhooks: %w", x.component, err)
 		}
+		if x.component == Kueue {
+			if err := onlyQueuedTrainJobs(local); err != nil {
+				return fmt.Errorf("%s webhooks: %w", x.component, err)
+			}
+		}
 		if err := writeManifests(filepath.Join(c.o.StateDir, "manifests", x.component+"-webhooks.yaml"), local); err != nil {
 			return err
 		}

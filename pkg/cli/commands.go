@@ -91,6 +91,7 @@ func trainCommand(e *env) *cobra.Command {
 	var (
 		runtimeName, resources, queue, name, image string
 		numNodes                                   int32
+		deadline                                   int64
 		envs                                       []string
 		dryRun                                     bool
 	)
@@ -124,6 +125,9 @@ Prints the TrainJob's name on stdout, and on stderr how to follow it.`,
 			ctx, fs := cmd.Context(), cmd.Flags()
 			if numNodes < 0 {
 				return usagef("--num-nodes %d: must be positive", numNodes)
+			}
+			if deadline < 0 {
+				return usagef("--active-deadline-seconds %d: must be positive", deadline)
 			}
 			res, err := ParseResources(resources)
 			if err != nil {
@@ -173,7 +177,7 @@ Prints the TrainJob's name on stdout, and on stderr how to follow it.`,
 				}
 			}
 			job := NewTrainJob(TrainOptions{Name: name, Namespace: cl.Namespace, Runtime: rt, NumNodes: numNodes,
-				Resources: res, Env: envVars, Queue: queue, Image: image, Command: command})
+				Resources: res, Env: envVars, Queue: queue, Image: image, Command: command, ActiveDeadlineSeconds: deadline})
 			if dryRun {
 				b, err := yaml.Marshal(job)
 				if err != nil {
@@ -203,6 +207,7 @@ Prints the TrainJob's name on stdout, and on stderr how to follow it.`,
 	fs.StringVar(&queue, "queue", "", "Kueue LocalQueue (label "+QueueLabel+")")
 	fs.StringVar(&name, "name", "", "TrainJob name (default: random, 12 characters)")
 	fs.StringVar(&image, "image", "", "trainer image (default: the runtime's)")
+	fs.Int64Var(&deadline, "active-deadline-seconds", 0, "fail the TrainJob (DeadlineExceeded) once it has run this long (spec.activeDeadlineSeconds; default: none)")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the TrainJob as YAML instead of creating it")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", e.completeRuntimes)
 	return cmd

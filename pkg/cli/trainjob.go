@@ -31,6 +31,9 @@ type TrainOptions struct {
 	Image     string
 	// Command is the trainer's command; nil keeps the runtime's.
 	Command []string
+	// ActiveDeadlineSeconds is spec.activeDeadlineSeconds (the Kubeflow SDK
+	// 0.5's ActiveDeadlineSeconds option); 0 sets none.
+	ActiveDeadlineSeconds int64
 }
 
 // NewTrainJob builds the TrainJob as the SDK's train() does: runtimeRef by name
@@ -48,6 +51,9 @@ func NewTrainJob(o TrainOptions) *trainer.TrainJob {
 	}
 	if o.Queue != "" {
 		job.Labels = map[string]string{QueueLabel: o.Queue}
+	}
+	if o.ActiveDeadlineSeconds > 0 {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(o.ActiveDeadlineSeconds)
 	}
 	t := trainer.Trainer{Command: o.Command, Env: o.Env}
 	if o.NumNodes > 0 {

@@ -118,6 +118,12 @@ func TestNewTrainJob(t *testing.T) {
 				}}},
 		},
 		{
+			name: "a deadline, as the SDK 0.5's ActiveDeadlineSeconds option sets it",
+			opts: TrainOptions{Name: "d", Namespace: "ns", Runtime: cluster, ActiveDeadlineSeconds: 600},
+			want: &trainer.TrainJob{TypeMeta: typeMeta, ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns"},
+				Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}, ActiveDeadlineSeconds: ptr.To[int64](600)}},
+		},
+		{
 			name: "namespaced runtime: kind and group",
 			opts: TrainOptions{Name: "c", Namespace: "ns", Runtime: Runtime{Name: "mine", Kind: trainer.TrainingRuntimeKind, Namespace: "ns"}, NumNodes: 3},
 			want: &trainer.TrainJob{TypeMeta: typeMeta, ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},

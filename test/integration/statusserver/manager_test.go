@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -79,8 +80,9 @@ func TestSetupInManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probeAddr := freeAddress(t)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: h.env.Scheme, Cache: cacheOpts,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: probeAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,41 @@ func TestSetupInManager(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { stop(); <-done })
+
+	// The server is in the manager's probes (Kubeflow Trainer v2.4): not
+	// ready while it waits for its certificate, yet alive.
+	probe := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + probeAddr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	framework.Eventually(t, func() error {
+		code, body, err := probe("/readyz/" + statusserver.CheckName)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusInternalServerError || !strings.Contains(body, "waits for its serving certificate") {
+			return errStr(fmt.Sprintf("readyz/status-server before the certificate: %d %q", code, body))
+		}
+		return nil
+	})
+	if code, body, err := probe("/healthz/" + statusserver.CheckName); err != nil || code != http.StatusOK {
+		t.Errorf("healthz/status-server while waiting for the certificate: %d %q %v; want 200", code, body, err)
+	}
 	pool := writeServingCert(t, certDir) // after the start, as cert-controller does
+	for _, path := range []string{"/readyz", "/healthz", "/readyz/" + statusserver.CheckName} {
+		framework.Eventually(t, func() error {
+			code, body, err := probe(path)
+			if err == nil && code != http.StatusOK {
+				err = errStr(fmt.Sprintf("%s: %d %q", path, code, body))
+			}
+			return err
+		})
+	}
 
 	h.trainJob(t, ns, "mnist", "none")
 	good := "Bearer " + h.token(t, ns, h.pod(t, ns, "mnist-node-0-0", "mnist"), "mnist")

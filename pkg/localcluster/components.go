@@ -174,12 +174,14 @@ func (c *Cluster) managerArgs(replica int) []string {
 	return append(args, c.o.ManagerArgs...)
 }
 
-// KwokStages are the kwok stage files (relative to kustomize/stage in the kwok module)
-// the cluster runs with. pod/general honours per-pod annotations, e.g.
-// pod-complete.stage.kwok.x-k8s.io/delay: "30s" (also /jitter-delay, and the same for
-// pod-create, pod-ready, pod-delete); label
-// pod-container-running-failed.stage.kwok.x-k8s.io: "true" makes a pod fail. Without
-// annotations every transition takes 1s plus up to 5s of jitter.
+// KwokStages are the kwok stage files the cluster runs with: kwok's own
+// (relative to kustomize/stage in the kwok module) and Trainyard's (prefixed
+// "trainyard/", in kwokstages/ of this package). pod/general honours per-pod
+// annotations, e.g. pod-create.stage.kwok.x-k8s.io/delay: "3s" (also
+// /jitter-delay, and the same for pod-ready, pod-delete); label
+// pod-container-running-failed.stage.kwok.x-k8s.io: "true" makes a pod fail.
+// Trainyard's pod-complete replaces kwok's: how long a Job's pod runs follows
+// its command (see kwok.go).
 var KwokStages = []string{
 	"node/fast/node-initialize.yaml",
 	"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -187,7 +189,7 @@ var KwokStages = []string{
 	"pod/general/pod-init-container-running.yaml",
 	"pod/general/pod-init-container-completed.yaml",
 	"pod/general/pod-ready.yaml",
-	"pod/general/pod-complete.yaml",
+	trainyardStage + "pod-complete.yaml",
 	"pod/general/pod-delete.yaml",
 	"pod/chaos/pod-container-running-failed.yaml",
 }
@@ -195,7 +197,7 @@ var KwokStages = []string{
 func (c *Cluster) writeKwokStages() error {
 	var b strings.Builder
 	for _, s := range KwokStages {
-		data, err := os.ReadFile(filepath.Join(c.kwokDir, "kustomize", "stage", s))
+		data, err := kwokStage(c.kwokDir, s)
 		if err != nil {
 			return fmt.Errorf("kwok stage: %w", err)
 		}

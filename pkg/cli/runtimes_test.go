@@ -138,23 +138,23 @@ func TestShippedRuntimes(t *testing.T) {
 		"jax-distributed": {Framework: "jax", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
 			Image: "nvcr.io/nvidia/jax:25.10-py3", Entrypoint: "python3"},
 		"xgboost-distributed": {Framework: "xgboost", NumNodes: 1, Device: Unknown, DeviceCount: Unknown,
-			Image: "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0", Entrypoint: "python3"},
+			Image: "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.4.0", Entrypoint: "python3"},
 		// Flux tasks per node are its process count.
 		"flux-distributed": {Framework: "flux", NumNodes: 1, Device: Unknown, DeviceCount: "1",
 			Image: "ubuntu:jammy", Entrypoint: "python3"},
 		"torchtune-llama3.2-1b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
-			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.4.0", Entrypoint: "torchrun"},
 		"torchtune-llama3.2-3b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
-			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.4.0", Entrypoint: "torchrun"},
 		"torchtune-qwen2.5-1.5b": {Framework: "torchtune", NumNodes: 1, Device: "gpu", DeviceCount: "2",
-			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0", Entrypoint: "torchrun"},
+			Image: "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.4.0", Entrypoint: "torchrun"},
 		// MPI runtimes: the launcher's image; the slots per node are the count.
 		"mpi-distributed": {Framework: "mpi", NumNodes: 1, Device: Unknown, DeviceCount: "1",
 			Image: "mpioperator/openmpi:v0.6.0", Entrypoint: "python3"},
 		"deepspeed-distributed": {Framework: "deepspeed", NumNodes: 1, Device: Unknown, DeviceCount: "1",
-			Image: "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0", Entrypoint: "python3"},
+			Image: "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.4.0", Entrypoint: "python3"},
 		"mlx-distributed": {Framework: "mlx", NumNodes: 1, Device: Unknown, DeviceCount: "1",
-			Image: "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0", Entrypoint: "python3"},
+			Image: "ghcr.io/kubeflow/trainer/mlx-runtime:v2.4.0", Entrypoint: "python3"},
 	}
 	files, err := filepath.Glob("../../runtimes/*.yaml")
 	if err != nil || len(files) == 0 {

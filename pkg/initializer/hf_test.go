@@ -74,6 +74,7 @@ func TestHF(t *testing.T) {
 		"models/meta-llama/Llama-3.2-1B": {"config.json": "{}", "model.safetensors": "weights", "tokenizer.model": "tok",
 			"original/params.pth": "pth", "README.md": "readme", "LICENSE.txt": "license"},
 		"datasets/tatsu-lab/alpaca": {"data/train.parquet": "rows", "README.md": "readme"},
+		"models/org/tiny-GGUF":      {"tiny-Q4_K_M.gguf": "quantized", "README.md": "readme", "config.json": "{}"},
 	}}
 	cases := map[string]struct {
 		kind    Kind
@@ -86,6 +87,10 @@ func TestHF(t *testing.T) {
 		"model: host and whole path; only the allowed patterns": {
 			kind: Model, uri: "hf://meta-llama/Llama-3.2-1B",
 			want: map[string]string{"config.json": "{}", "model.safetensors": "weights", "tokenizer.model": "tok", "LICENSE.txt": "license"},
+		},
+		"model in GGUF files (Kubeflow Trainer v2.4)": {
+			kind: Model, uri: "hf://org/tiny-GGUF",
+			want: map[string]string{"tiny-Q4_K_M.gguf": "quantized", "config.json": "{}"},
 		},
 		"model with ignore patterns and a token": {
 			kind: Model, uri: "hf://meta-llama/Llama-3.2-1B", token: "secret", ignore: []string{"*.txt"},

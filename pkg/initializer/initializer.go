@@ -44,8 +44,9 @@ const (
 // DefaultHFEndpoint is the Hugging Face hub.
 const DefaultHFEndpoint = "https://huggingface.co"
 
-// modelAllowPatterns are the files of a hf:// model that are fetched.
-var modelAllowPatterns = []string{"*.json", "*.safetensors", "*.model", "*.txt"}
+// modelAllowPatterns are the files of a hf:// model that are fetched; GGUF
+// files (llama.cpp's format) too since Kubeflow Trainer v2.4.
+var modelAllowPatterns = []string{"*.json", "*.safetensors", "*.model", "*.txt", "*.gguf"}
 
 // Config is one run of the initializer.
 type Config struct {

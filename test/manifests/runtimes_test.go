@@ -241,12 +241,22 @@ func checkMPIRuntime(t *testing.T, rt *trainer.ClusterTrainingRuntime, js *jobse
 	if got := envValue(launcher, "EPOCHS"); got != "3" {
 		t.Errorf("EPOCHS=%q on the launcher, want the TrainJob's 3", got)
 	}
-	if got := envValue(launcher, "OMPI_MCA_orte_default_hostfile"); got != "/etc/mpi/hostfile" {
-		t.Errorf("OMPI_MCA_orte_default_hostfile=%q", got)
+	for _, name := range []string{"OMPI_MCA_orte_default_hostfile", "PRTE_MCA_prte_default_hostfile"} { // Open MPI 4 and 5
+		if got := envValue(launcher, name); got != "/etc/mpi/hostfile" {
+			t.Errorf("%s=%q", name, got)
+		}
 	}
+	// Kubeflow Trainer v2.4: the TrainJob's image on the node pods too, which
+	// keep the runtime's command (the SSH server).
 	node := jobSetContainer(t, js, "node", trainer.NodeContainer)
-	if len(node.Command) == 0 || node.Image == launcher.Image {
-		t.Errorf("node container %q %q: want the runtime's image and sshd command", node.Image, node.Command)
+	var runtimeNode []string
+	for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
+		if rj.Name == "node" {
+			runtimeNode = rj.Template.Spec.Template.Spec.Containers[0].Command
+		}
+	}
+	if len(node.Command) == 0 || !slices.Equal(node.Command, runtimeNode) || node.Image != launcher.Image {
+		t.Errorf("node container %q %q: want the TrainJob's image and the runtime's sshd command %q", node.Image, node.Command, runtimeNode)
 	}
 	wantNodes := int32(2)
 	if ptr.Deref(mp.MPI.RunLauncherAsNode, false) {

@@ -256,7 +256,7 @@ func TestBuildUpstreamRuntimes(t *testing.T) {
 			if diff := cmp.Diff(tc.wantCounts, parallelism(t, js)); diff != "" {
 				t.Errorf("parallelism, completions (-want +got):\n%s", diff)
 			}
-			image := "ghcr.io/kubeflow/trainer/" + map[string]string{"deepspeed-distributed": "deepspeed", "mlx-distributed": "mlx"}[tc.runtime] + "-runtime:v2.3.0"
+			image := "ghcr.io/kubeflow/trainer/" + map[string]string{"deepspeed-distributed": "deepspeed", "mlx-distributed": "mlx"}[tc.runtime] + "-runtime:v2.4.0"
 			if tc.trainerImg != "" {
 				image = tc.trainerImg
 			}

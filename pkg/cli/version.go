@@ -58,7 +58,7 @@ func ServerVersion(ctx context.Context, c client.Client, namespace string) (*Ser
 // PrintVersions writes the versions as
 //
 //	Client: v0.1.0 (commit 1a2b3c4, built 2026-01-02T03:04:05Z, go1.26.1)
-//	Server: v0.1.0 (Kubeflow Trainer API v2.3.0)
+//	Server: v0.1.0 (Kubeflow Trainer API v2.4.0)
 //
 // with "Server: unknown" when it could not be read, and the Kubeflow Trainer
 // version alone on a cluster that runs Kubeflow Trainer.

@@ -34,7 +34,7 @@ func TestVersionCommand(t *testing.T) {
 		{
 			name:       "Trainyard in its namespace",
 			objs:       []corev1.ConfigMap{*trainyard},
-			wantStdout: clientLine + "Server: v0.1.0 (Kubeflow Trainer API v2.3.0)\n",
+			wantStdout: clientLine + "Server: v0.1.0 (Kubeflow Trainer API v2.4.0)\n",
 		},
 		{
 			name:       "--system-namespace",

@@ -389,3 +389,94 @@ func TestCLIVersion(t *testing.T) {
 		t.Errorf("version: no server version from the cluster:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// The Kubeflow SDK's train() through its generations, as each writes the
+// TrainJob, on the local cluster; then followed with the CLI as the SDK's
+// wait_for_job_status does. SDK 0.3 (Kubeflow Trainer v2.1's API) puts its
+// labels in spec.labels and its pod changes in podTemplateOverrides; SDK 0.4
+// (v2.3's) in a runtimePatch of manager trainer.kubeflow.org/kubeflow-sdk;
+// SDK 0.5 also names the runtime's kind (a namespaced TrainingRuntime, which
+// get_runtime finds before the ClusterTrainingRuntime of the same name) and
+// sets activeDeadlineSeconds (its ActiveDeadlineSeconds option): the CLI's
+// `train --runtime` and `--active-deadline-seconds` do the same.
+func TestSDKGenerations(t *testing.T) {
+	ns := newNamespace(t)
+	label := func(gen string) map[string]string { return map[string]string{"sdk.example.com/generation": gen} }
+	sdk03 := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sdk03"},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"torchrun", "train.py"}},
+			Labels:     label("0.3"),
+			PodTemplateOverrides: []trainer.PodTemplateOverride{{
+				TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+				Metadata:   &metav1.ObjectMeta{Labels: label("0.3")},
+			}},
+		},
+	}
+	sdk04 := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sdk04"},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"torchrun", "train.py"}},
+			RuntimePatches: []trainer.RuntimePatch{{Manager: "trainer.kubeflow.org/kubeflow-sdk", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{
+					Metadata: &metav1.ObjectMeta{Labels: label("0.4")},
+					Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{
+						Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Labels: label("0.4")}}}}}}},
+				},
+			}}},
+		},
+	}
+	for _, j := range []*trainer.TrainJob{sdk03, sdk04} {
+		if err := cli.Create(ctx(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range []*trainer.TrainJob{sdk03, sdk04} {
+		gen := map[string]string{"sdk03": "0.3", "sdk04": "0.4"}[j.Name]
+		r := runCLI(t, ns, long, "wait", j.Name, "--timeout", "3m")
+		if r.code != 0 {
+			t.Fatalf("wait %s: exit %d\n%s%s", j.Name, r.code, r.stdout, r.stderr)
+		}
+		var js jobsetv1alpha2.JobSet
+		if err := cli.Get(ctx(), client.ObjectKeyFromObject(j), &js); err != nil {
+			t.Fatal(err)
+		}
+		podLabels := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels
+		if js.Labels["sdk.example.com/generation"] != gen || podLabels["sdk.example.com/generation"] != gen {
+			t.Errorf("SDK %s: JobSet labels %v, pod labels %v; want the SDK's label on both", gen, js.Labels, podLabels)
+		}
+	}
+
+	// SDK 0.5: the namespace's torch-distributed shadows the cluster's, and
+	// the deadline fails a trainer that would run for ten minutes.
+	var shipped trainer.ClusterTrainingRuntime
+	if err := cli.Get(ctx(), client.ObjectKey{Name: "torch-distributed"}, &shipped); err != nil {
+		t.Fatal(err)
+	}
+	mine := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "torch-distributed", Labels: shipped.Labels}, Spec: *shipped.Spec.DeepCopy()}
+	mine.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image = "example.com/team/torch:v1"
+	if err := cli.Create(ctx(), mine); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, ns, "train", "--runtime", "torch-distributed", "--name", "sdk05", "--active-deadline-seconds", "10", "--", "sleep", "600")
+	job := get(t, ns, "sdk05")
+	if k := ptr.Deref(job.Spec.RuntimeRef.Kind, ""); k != trainer.TrainingRuntimeKind || ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0) != 10 {
+		t.Errorf("runtimeRef.kind %q, activeDeadlineSeconds %v; want TrainingRuntime and 10", k, job.Spec.ActiveDeadlineSeconds)
+	}
+	var js []jobsetv1alpha2.JobSet
+	waitFor(t, short, func() error {
+		if js = jobSetsOf(t, job); len(js) != 1 {
+			return fmt.Errorf("%d JobSets", len(js))
+		}
+		return nil
+	})
+	if img := js[0].Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image; img != "example.com/team/torch:v1" {
+		t.Errorf("node image %q: not the namespace's runtime", img)
+	}
+	r := runCLI(t, ns, long, "wait", "sdk05", "--timeout", "3m")
+	if r.code != 1 || !strings.Contains(r.stderr, "DeadlineExceeded") {
+		t.Errorf("wait sdk05: exit %d, stderr %q; want 1 and DeadlineExceeded", r.code, r.stderr)
+	}
+}

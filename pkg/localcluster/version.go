@@ -19,9 +19,13 @@ import (
 // on the local cluster too. The version is that of the manager binary the
 // cluster runs. The ConfigMap is for information only (the SDK merely warns
 // without it), so a failure is reported and does not stop the cluster.
+//
+// A copy goes to the Kubeflow SDK's default namespace (version.SDKNamespace,
+// kubeflow-system), as the manifests install it (manifests/kubeflow-system),
+// so that the SDK finds it without $KUBEFLOW_SYSTEM_NAMESPACE.
 func (c *Cluster) installVersion(ctx context.Context) {
 	if err := c.applyVersion(ctx); err != nil {
-		c.progress("warning: version ConfigMap %s/%s not installed: %v", ManagerNamespace, version.ConfigMapName, err)
+		c.progress("warning: version ConfigMap %s not installed: %v", version.ConfigMapName, err)
 	}
 }
 
@@ -30,11 +34,18 @@ func (c *Cluster) applyVersion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(version.ConfigMap(ManagerNamespace, v))
-	if err != nil {
-		return fmt.Errorf("converting the ConfigMap: %w", err)
+	ns := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]interface{}{"name": version.SDKNamespace},
+	}}
+	objs := []*unstructured.Unstructured{ns}
+	for _, namespace := range []string{ManagerNamespace, version.SDKNamespace} {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(version.ConfigMap(namespace, v))
+		if err != nil {
+			return fmt.Errorf("converting the ConfigMap: %w", err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
 	}
-	return c.Apply(ctx, &unstructured.Unstructured{Object: obj})
+	return c.Apply(ctx, objs...)
 }
 
 // binaryVersion runs `<binary> --version`, which prints the version first

@@ -13,7 +13,8 @@ import (
 // it cannot; it compares nothing. Trainyard installs the same ConfigMap in its
 // own namespace (manifests/base/manager/public_configmap.yaml, the Helm chart),
 // with its own version under TrainyardVersionKey, which `trainyard version`
-// reads.
+// reads, and a copy in SDKNamespace (manifests/kubeflow-system), where the SDK
+// looks by default.
 const (
 	ConfigMapName             = "kubeflow-trainer-public"
 	KubeflowTrainerVersionKey = "kubeflow_trainer_version"
@@ -21,11 +22,17 @@ const (
 
 	// KubeflowTrainerVersion is the Kubeflow Trainer release whose API
 	// (trainer.kubeflow.org/v1alpha1 and its runtimes) Trainyard serves.
-	KubeflowTrainerVersion = "v2.3.0"
+	KubeflowTrainerVersion = "v2.4.0"
 
 	// DefaultNamespace is the namespace the manifests and the chart install
 	// Trainyard into.
 	DefaultNamespace = "trainyard-system"
+
+	// SDKNamespace is where the Kubeflow SDK looks for the ConfigMap unless
+	// $KUBEFLOW_SYSTEM_NAMESPACE says otherwise (Kubeflow Trainer's
+	// namespace). The manifests, the chart and the local cluster install a
+	// copy there too, so that the SDK finds it with its defaults.
+	SDKNamespace = "kubeflow-system"
 )
 
 // ConfigMap is the public ConfigMap of a Trainyard of this version in the

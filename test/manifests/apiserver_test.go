@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/integration/framework"
 	"github.com/trainyard/trainyard/test/prereq"
 )
@@ -152,7 +153,7 @@ func slicesHasPrefix(s string, prefixes []string) bool {
 // rejects objects in a namespace that does not exist.
 func TestAgainstAPIServer(t *testing.T) {
 	s := startAPIServer(t)
-	for _, ns := range []string{systemNamespace, nonDefaultNamespace} {
+	for _, ns := range []string{systemNamespace, nonDefaultNamespace, version.SDKNamespace} {
 		s.mustRun(t, nil, "create", "namespace", ns)
 	}
 

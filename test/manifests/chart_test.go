@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
@@ -257,6 +258,9 @@ func checkChartObjects(t *testing.T, docs []doc, ns string) map[string]bool {
 	got := map[string]bool{}
 	for _, d := range docs {
 		key := d.kind() + "/" + d.name()
+		if sdkCopy(d) {
+			key = d.kind() + "/" + version.SDKNamespace + "/" + d.name()
+		}
 		if got[key] {
 			t.Errorf("%s is rendered twice", key)
 		}
@@ -289,6 +293,7 @@ func checkChartObjects(t *testing.T, docs []doc, ns string) map[string]bool {
 			}
 		}
 		switch {
+		case sdkCopy(d):
 		case namespaced && d.namespace() != ns:
 			t.Errorf("%s: namespace %q, want %q", d, d.namespace(), ns)
 		case !namespaced && d.namespace() != "":
@@ -327,6 +332,13 @@ func chartBaseDiff(t *testing.T, chart, base doc) string {
 		}
 		m := meta(obj)
 		delete(m, "labels")
+		if a, ok := m["annotations"].(map[string]any); ok && isChart {
+			// The chart keeps the SDK's namespace on uninstall.
+			delete(a, "helm.sh/resource-policy")
+			if len(a) == 0 {
+				delete(m, "annotations")
+			}
+		}
 		switch d.kind() {
 		case "Deployment":
 			tmpl := obj["spec"].(map[string]any)["template"].(map[string]any)
@@ -383,26 +395,27 @@ func compareWithKustomize(t *testing.T, chart []doc, kustomizeDir string, wantRu
 	t.Helper()
 	base := render(t, kustomizeDir)
 	if !wantNamespace {
-		base = slices.DeleteFunc(slices.Clone(base), func(d doc) bool { return d.kind() == "Namespace" })
+		base = slices.DeleteFunc(slices.Clone(base), func(d doc) bool { return d.kind() == "Namespace" && !sdkCopy(d) })
 	}
+	key := func(d doc) string { return d.kind() + "/" + d.namespace() + "/" + d.name() }
 	want := map[string]bool{}
 	for _, d := range base {
-		want[d.kind()+"/"+d.name()] = true
+		want[key(d)] = true
 	}
 	if wantRuntimes {
 		for name := range catalog {
-			want[trainer.ClusterTrainingRuntimeKind+"/"+name] = true
+			want[trainer.ClusterTrainingRuntimeKind+"//"+name] = true
 		}
 	}
 	got := map[string]bool{}
 	for _, d := range chart {
-		got[d.kind()+"/"+d.name()] = true
+		got[key(d)] = true
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("objects of the chart differ from those of %s (-kustomize +chart):\n%s", kustomizeDir, diff)
 	}
 	for _, b := range base {
-		i := slices.IndexFunc(chart, func(c doc) bool { return c.kind() == b.kind() && c.name() == b.name() })
+		i := slices.IndexFunc(chart, func(c doc) bool { return key(c) == key(b) })
 		if i < 0 {
 			continue // reported above
 		}
@@ -507,7 +520,10 @@ func TestChartRBAC(t *testing.T) {
 		}
 	}
 	// The roles for users, always rendered.
-	userRoles := []string{"ClusterRole/" + viewRole, "ClusterRole/" + editRole, "ClusterRole/" + metricsReaderRole, "Role/" + publicConfigMapReaderRole}
+	// The reader of the public ConfigMap twice: in the manager's namespace
+	// and beside the copy in the Kubeflow SDK's default namespace.
+	userRoles := []string{"ClusterRole/" + viewRole, "ClusterRole/" + editRole, "ClusterRole/" + metricsReaderRole,
+		"Role/" + publicConfigMapReaderRole, "Role/" + publicConfigMapReaderRole}
 	for _, tc := range []struct {
 		name, ns  string
 		values    map[string]any
@@ -556,7 +572,7 @@ func TestChartRBAC(t *testing.T) {
 					if diff := cmp.Diff(baseLabels[key], aggregationLabels(d)); diff != "" {
 						t.Errorf("%s: aggregation labels differ from manifests/base (-base +chart):\n%s", d, diff)
 					}
-					if d.kind() == "Role" && d.namespace() != tc.ns {
+					if d.kind() == "Role" && d.namespace() != tc.ns && !sdkCopy(d) {
 						t.Errorf("%s: namespace %q, want %q", d, d.namespace(), tc.ns)
 					}
 				case "RoleBinding":
@@ -979,7 +995,7 @@ func TestChartValueVariants(t *testing.T) {
 		docs := renderChart(t, "ml", nil)
 		checkChartObjects(t, docs, "ml")
 		for _, d := range docs {
-			if d.kind() == "Namespace" {
+			if d.kind() == "Namespace" && !sdkCopy(d) {
 				t.Errorf("%s rendered by default: the chart must not own the release namespace", d)
 			}
 		}
@@ -992,7 +1008,7 @@ func TestChartValueVariants(t *testing.T) {
 		// with namespace.create.
 		docs = renderChart(t, "ml", map[string]any{"namespace": map[string]any{"name": "ml-platform"}})
 		checkChartObjects(t, docs, "ml-platform")
-		if slices.ContainsFunc(docs, func(d doc) bool { return d.kind() == "Namespace" }) {
+		if slices.ContainsFunc(docs, func(d doc) bool { return d.kind() == "Namespace" && !sdkCopy(d) }) {
 			t.Errorf("namespace.name without namespace.create renders a Namespace")
 		}
 		docs = renderChart(t, "ml", map[string]any{"namespace": map[string]any{"name": "ml-platform", "create": true}})
@@ -1366,4 +1382,22 @@ func readJSONOrYAML(t *testing.T, path string, v any) {
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+}
+
+// sdkCopy reports whether d is one of the objects that put the public version
+// ConfigMap where the Kubeflow SDK looks by default (manifests/kubeflow-system,
+// the chart's kubeflowSystem values): the namespace kubeflow-system, the
+// ConfigMap and read access to it there.
+func sdkCopy(d doc) bool {
+	switch {
+	case d.kind() == "Namespace":
+		return d.name() == version.SDKNamespace
+	case d.namespace() != version.SDKNamespace:
+		return false
+	case d.kind() == "ConfigMap":
+		return d.name() == version.ConfigMapName
+	case d.kind() == "Role" || d.kind() == "RoleBinding":
+		return d.name() == publicConfigMapReaderRole
+	}
+	return false
 }

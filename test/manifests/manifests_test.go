@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -581,7 +582,7 @@ func checkRendered(t *testing.T, docs []doc) map[string]bool {
 		if err := yaml.UnmarshalStrict(d.json, ty.new()); err != nil {
 			t.Errorf("%s: does not decode strictly into %s: %v", d, d.kind(), err)
 		}
-		if ty.namespaced && d.namespace() != systemNamespace {
+		if ty.namespaced && d.namespace() != systemNamespace && !sdkCopy(d) {
 			t.Errorf("%s: namespace %q, want %q", d, d.namespace(), systemNamespace)
 		}
 	}
@@ -603,7 +604,17 @@ func TestKustomizeBuild(t *testing.T) {
 		}
 		want[key] = true
 	}
-	for _, dir := range []string{"manifests/base", "manifests/overlays/standalone"} {
+	// The standalone overlay adds the public ConfigMap's copy where the
+	// Kubeflow SDK looks by default.
+	sdk, _, err := loadTree("manifests/kubeflow-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSDK := maps.Clone(want)
+	for _, d := range sdk {
+		withSDK[d.kind()+"/"+d.name()] = true
+	}
+	for dir, want := range map[string]map[string]bool{"manifests/base": want, "manifests/overlays/standalone": withSDK} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			docs := render(t, dir)
 			got := checkRendered(t, docs)

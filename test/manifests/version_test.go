@@ -3,6 +3,7 @@ package manifests
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,5 +55,34 @@ func TestPublicConfigMap(t *testing.T) {
 		ResourceNames: []string{version.ConfigMapName}, Verbs: []string{"get"}}}
 	if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
 		t.Errorf("Role %s rules (-want +got):\n%s", publicConfigMapReaderRole, diff)
+	}
+
+	// The copy where the Kubeflow SDK looks by default says the same, and is
+	// as readable (overlays/standalone installs it).
+	sdk := render(t, "manifests/kubeflow-system")
+	var kinds []string
+	for _, d := range sdk {
+		kinds = append(kinds, d.kind()+"/"+d.namespace()+"/"+d.name())
+		if !sdkCopy(d) {
+			t.Errorf("%s: not one of the SDK's copy", d)
+		}
+	}
+	wantKinds := []string{"Namespace//" + version.SDKNamespace, "ConfigMap/" + version.SDKNamespace + "/" + version.ConfigMapName,
+		"Role/" + version.SDKNamespace + "/" + publicConfigMapReaderRole, "RoleBinding/" + version.SDKNamespace + "/" + publicConfigMapReaderRole}
+	slices.Sort(kinds)
+	slices.Sort(wantKinds)
+	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("manifests/kubeflow-system (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(cm.Data, decodeInto[corev1.ConfigMap](t, findIn(t, sdk, "ConfigMap", version.ConfigMapName)).Data); diff != "" {
+		t.Errorf("the ConfigMap in %s differs (-%s +%s):\n%s", version.SDKNamespace, systemNamespace, version.SDKNamespace, diff)
+	}
+	if diff := cmp.Diff(wantRules, decodeInto[rbacv1.Role](t, findIn(t, sdk, "Role", publicConfigMapReaderRole)).Rules); diff != "" {
+		t.Errorf("Role %s in %s rules (-want +got):\n%s", publicConfigMapReaderRole, version.SDKNamespace, diff)
+	}
+	if !slices.ContainsFunc(render(t, "manifests/overlays/standalone"), func(d doc) bool {
+		return d.kind() == "ConfigMap" && d.namespace() == version.SDKNamespace
+	}) {
+		t.Errorf("overlays/standalone does not install the ConfigMap in %s", version.SDKNamespace)
 	}
 }

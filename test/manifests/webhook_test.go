@@ -457,7 +457,7 @@ func TestCertManagerOverlay(t *testing.T) {
 		}
 		var o doc
 		for _, d := range docs {
-			if d.kind() == s.kind() && d.name() == s.name() {
+			if d.kind() == s.kind() && d.name() == s.name() && d.namespace() == s.namespace() {
 				o = d
 			}
 		}

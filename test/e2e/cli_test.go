@@ -26,6 +26,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	tycli "github.com/trainyard/trainyard/pkg/cli"
+	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
 
@@ -400,6 +401,15 @@ func TestCLIVersion(t *testing.T) {
 // sets activeDeadlineSeconds (its ActiveDeadlineSeconds option): the CLI's
 // `train --runtime` and `--active-deadline-seconds` do the same.
 func TestSDKGenerations(t *testing.T) {
+	// TrainerClient() reads the control plane's version from the ConfigMap in
+	// $KUBEFLOW_SYSTEM_NAMESPACE, default kubeflow-system: there it is,
+	// without the user exporting anything.
+	var cm corev1.ConfigMap
+	if err := cli.Get(ctx(), client.ObjectKey{Namespace: version.SDKNamespace, Name: version.ConfigMapName}, &cm); err != nil {
+		t.Errorf("the SDK's default ConfigMap: %v", err)
+	} else if got := cm.Data[version.KubeflowTrainerVersionKey]; got != version.KubeflowTrainerVersion {
+		t.Errorf("%s in %s/%s = %q, want %q", version.KubeflowTrainerVersionKey, version.SDKNamespace, version.ConfigMapName, got, version.KubeflowTrainerVersion)
+	}
 	ns := newNamespace(t)
 	label := func(gen string) map[string]string { return map[string]string{"sdk.example.com/generation": gen} }
 	sdk03 := &trainer.TrainJob{

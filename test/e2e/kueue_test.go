@@ -41,21 +41,28 @@ func TestKueue(t *testing.T) {
 	}
 	for _, m := range kueueModes {
 		t.Run(m.name, func(t *testing.T) {
-			if err := c.RestartKueue(ctx(), m.frameworks); err != nil {
-				t.Fatal(err)
-			}
-			c.SetManagerArgs([]string{"--kueue-mode=" + string(m.mode)})
-			if err := c.StopManager(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.StartManager(ctx()); err != nil {
-				t.Fatal(err)
-			}
+			useKueue(t, m.frameworks, m.mode)
 			t.Run("one gang waits for quota", func(t *testing.T) { gangQueueing(t, m.mode) })
 			t.Run("a job that can never fit says so", func(t *testing.T) { neverFits(t) })
 			t.Run("higher priority preempts", func(t *testing.T) { preemption(t, m.mode) })
 			waitNoWorkloads(t, queueNS)
 		})
+	}
+}
+
+// useKueue restarts Kueue with these integrations and the manager with the
+// matching --kueue-mode.
+func useKueue(t *testing.T, frameworks []string, mode kueue.Mode) {
+	t.Helper()
+	if err := c.RestartKueue(ctx(), frameworks); err != nil {
+		t.Fatal(err)
+	}
+	c.SetManagerArgs([]string{"--kueue-mode=" + string(mode)})
+	if err := c.StopManager(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartManager(ctx()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -142,19 +141,8 @@ func TestUpstreamRuntimePatchesWithoutQueue(t *testing.T) {
 // mode it tried).
 func useKueueTrainJobIntegration(t *testing.T) {
 	t.Helper()
-	want := localcluster.KueueFrameworksFor(kueue.ModeTrainJob)
-	if slices.Equal(c.KueueFrameworks(), want) {
-		return
-	}
-	if err := c.RestartKueue(ctx(), want); err != nil {
-		t.Fatal(err)
-	}
-	c.SetManagerArgs([]string{"--kueue-mode=" + string(kueue.ModeTrainJob)})
-	if err := c.StopManager(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartManager(ctx()); err != nil {
-		t.Fatal(err)
+	if want := localcluster.KueueFrameworksFor(kueue.ModeTrainJob); !slices.Equal(c.KueueFrameworks(), want) {
+		useKueue(t, want, kueue.ModeTrainJob)
 	}
 }
 

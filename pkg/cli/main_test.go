@@ -164,7 +164,7 @@ func TestTrainCommand(t *testing.T) {
 	}
 
 	// A command, on the namespaced runtime (python3 would be its entrypoint), named.
-	code, out, errOut = f.run("train", "--runtime", "mine", "--name", "cmd", "--image", "python:3", "--", "python3", "-c", "print($(X))")
+	code, out, errOut = f.run("train", "--runtime", "mine", "--name", "cmd", "--image", "python:3", "--active-deadline-seconds", "600", "--", "python3", "-c", "print($(X))")
 	if code != 0 || strings.TrimSpace(out) != "cmd" {
 		t.Fatalf("exit %d, out %q: %s", code, out, errOut)
 	}
@@ -172,8 +172,9 @@ func TestTrainCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = trainer.TrainJobSpec{
-		RuntimeRef: trainer.RuntimeRef{Name: "mine", APIGroup: ptr.To("trainer.kubeflow.org"), Kind: ptr.To("TrainingRuntime")},
-		Trainer:    &trainer.Trainer{Image: ptr.To("python:3"), Command: []string{"python3", "-c", "print($(X))"}},
+		RuntimeRef:            trainer.RuntimeRef{Name: "mine", APIGroup: ptr.To("trainer.kubeflow.org"), Kind: ptr.To("TrainingRuntime")},
+		Trainer:               &trainer.Trainer{Image: ptr.To("python:3"), Command: []string{"python3", "-c", "print($(X))"}},
+		ActiveDeadlineSeconds: ptr.To[int64](600), // the SDK 0.5's ActiveDeadlineSeconds option
 	}
 	if diff := cmp.Diff(want, job.Spec); diff != "" {
 		t.Errorf("TrainJob spec (-want +got):\n%s", diff)
@@ -211,6 +212,7 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"train", "--resources", "cpu", script}, ExitUsage, "want NAME=QUANTITY"},
 		{[]string{"train", "--env", "NOVALUE", script}, ExitUsage, "want NAME=VALUE"},
 		{[]string{"train", "--num-nodes", "-1", script}, ExitUsage, "must be positive"},
+		{[]string{"train", "--active-deadline-seconds", "-5", script}, ExitUsage, "--active-deadline-seconds -5: must be positive"},
 		{[]string{"train", "--bogus", script}, ExitUsage, "unknown flag: --bogus"},
 		{[]string{"train", filepath.Join(t.TempDir(), "missing.py")}, ExitFailed, "reading the script"},
 		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},

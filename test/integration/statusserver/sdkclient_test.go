@@ -291,7 +291,7 @@ func TestSDKStatusBody(t *testing.T) {
 // headers and answers 200.
 func newRecorder(t *testing.T, body *[]byte, header *http.Header) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		*body, _ = io.ReadAll(r.Body)
 		*header = r.Header.Clone()
 	}))

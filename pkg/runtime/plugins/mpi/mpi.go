@@ -15,7 +15,6 @@ package mpi
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,23 +57,8 @@ const (
 	DefaultSSHAuthMountPath = "/root/.ssh"
 )
 
-// The OpenMPI settings the launcher gets, in this order: Open MPI 4's (ORTE)
-// then, as Kubeflow Trainer v2.4 adds them, Open MPI 5's (PRRTE, whose
-// variables are spelled PRTE_MCA_). Open MPI 5 ignores the ORTE ones, so
-// without them a multi-node job silently runs on the launcher alone.
-// PRRTE must not keep fully qualified host names: the hostfile names pods by
-// JobSet's short <pod>.<subdomain> form, which never matches the name PRRTE
-// resolves for its own host, and the launcher would ssh to itself.
+// Names and modes of the plugin's objects.
 const (
-	EnvHostfile       = "OMPI_MCA_orte_default_hostfile"
-	EnvKeepFQDN       = "OMPI_MCA_orte_keep_fqdn_hostnames"
-	EnvDefaultSlots   = "OMPI_MCA_orte_set_default_slots"
-	EnvRshArgs        = "OMPI_MCA_plm_rsh_args"
-	EnvPRTEHostfile   = "PRTE_MCA_prte_default_hostfile"
-	EnvPRTEKeepFQDN   = "PRTE_MCA_prte_keep_fqdn_hostnames"
-	EnvPRTESlots      = "PRTE_MCA_prte_set_default_slots"
-	EnvPRTESSHArgs    = "PRTE_MCA_plm_ssh_args"
-	rshArgs           = "-o ConnectionAttempts=10"
 	secretNameSuffix  = "-mpi-ssh-auth"
 	hostfileCMSuffix  = "-mpi-hostfile"
 	secretDefaultMode = int32(0o400)
@@ -82,9 +66,6 @@ const (
 	publicKeyMode     = int32(0o644)
 	hostfileMode      = int32(0o444)
 )
-
-var reserved = []string{EnvHostfile, EnvKeepFQDN, EnvDefaultSlots, EnvRshArgs,
-	EnvPRTEHostfile, EnvPRTEKeepFQDN, EnvPRTESlots, EnvPRTESSHArgs}
 
 // MPI is the plugin.
 type MPI struct{}
@@ -269,16 +250,7 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts, corev1.VolumeMount{Name: SSHAuthVolume, MountPath: mountPath})
 		if rjob == LauncherJob {
 			c.VolumeMounts = runtime.UpsertMounts(c.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir})
-			c.Env = envBeforeTrainer(info, c.Env, t,
-				corev1.EnvVar{Name: EnvHostfile, Value: HostfileDir + "/" + HostfileKey},
-				corev1.EnvVar{Name: EnvKeepFQDN, Value: "true"},
-				corev1.EnvVar{Name: EnvDefaultSlots, Value: strconv.Itoa(int(slotsPerNode))},
-				corev1.EnvVar{Name: EnvRshArgs, Value: rshArgs},
-				corev1.EnvVar{Name: EnvPRTEHostfile, Value: HostfileDir + "/" + HostfileKey},
-				corev1.EnvVar{Name: EnvPRTEKeepFQDN, Value: "false"},
-				corev1.EnvVar{Name: EnvPRTESlots, Value: strconv.Itoa(int(slotsPerNode))},
-				corev1.EnvVar{Name: EnvPRTESSHArgs, Value: rshArgs},
-			)
+			c.Env = envBeforeTrainer(info, c.Env, t, launcherEnv(slotsPerNode)...)
 		}
 	}
 
@@ -294,38 +266,6 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		}
 	}
 	return nil
-}
-
-// envBeforeTrainer upserts vars into a launcher env that already holds the
-// TrainJob's env, keeping the TrainJob's own variables (those the runtime did
-// not declare) after them: runtime env, then OpenMPI's, then the TrainJob's.
-func envBeforeTrainer(info *runtime.Info, env []corev1.EnvVar, t *trainer.Trainer, vars ...corev1.EnvVar) []corev1.EnvVar {
-	if t == nil || len(t.Env) == 0 {
-		return runtime.UpsertEnv(env, vars...)
-	}
-	var declared []string
-	for _, rj := range info.Runtime.Spec.Template.Spec.ReplicatedJobs {
-		if rj.Name != info.TrainerJob {
-			continue
-		}
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			if c.Name == trainer.NodeContainer {
-				for _, e := range c.Env {
-					declared = append(declared, e.Name)
-				}
-			}
-		}
-	}
-	var base, added []corev1.EnvVar
-	for _, e := range env {
-		fromJob := slices.ContainsFunc(t.Env, func(j corev1.EnvVar) bool { return j.Name == e.Name })
-		if fromJob && !slices.Contains(declared, e.Name) {
-			added = append(added, e)
-		} else {
-			base = append(base, e)
-		}
-	}
-	return append(runtime.UpsertEnv(base, vars...), added...)
 }
 
 func sshAuthVolume(job *trainer.TrainJob) corev1.Volume {

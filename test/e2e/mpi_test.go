@@ -115,6 +115,9 @@ func TestMPIRuntimes(t *testing.T) {
 					wantEnv := map[string]string{
 						"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
 						"OMPI_MCA_orte_set_default_slots": "1", "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10", "EPOCHS": "3",
+						// Open MPI 5's, as Kubeflow Trainer v2.4 sets them.
+						"PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
+						"PRTE_MCA_prte_set_default_slots": "1", "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
 					}
 					if diff := cmp.Diff(wantEnv, env); diff != "" {
 						t.Errorf("launcher env (-want +got):\n%s", diff)

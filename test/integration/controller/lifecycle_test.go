@@ -355,7 +355,7 @@ func TestAPIServerValidation(t *testing.T) {
 		job  *trainer.TrainJob
 		want string
 	}{
-		"numNodes zero": {job: torchJob(ns, "zero", func(j *trainer.TrainJob) { j.Spec.Trainer.NumNodes = ptr.To[int32](0) }),
+		"numNodes negative (0 is allowed since Kubeflow Trainer v2.4)": {job: torchJob(ns, "negative", func(j *trainer.TrainJob) { j.Spec.Trainer.NumNodes = ptr.To[int32](-1) }),
 			want: "spec.trainer.numNodes"},
 		"unknown managedBy": {job: torchJob(ns, "mb", func(j *trainer.TrainJob) { j.Spec.ManagedBy = ptr.To("example.com/other") }),
 			want: "managedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue"},

@@ -59,7 +59,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 	}
 	h := &Handler{
-		Auth:      limits.Authorizer(reviews.TokenReviews(), mgr.GetAPIReader()),
+		Auth:      NewAuthorizer(limits, reviews.TokenReviews(), mgr.GetAPIReader()),
 		Jobs:      mgr.GetClient(),
 		Coalescer: co,
 		Limits:    limits.ClientLimits(),

@@ -66,7 +66,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Log:       log,
 	}
 	if o.CA != nil {
-		pub := &CAPublisher{Client: mgr.GetClient(), CA: o.CA, Log: log.WithName("ca")}
+		pub := &CAPublisher{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), CA: o.CA, Log: log.WithName("ca")}
 		if err := pub.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("status server CA publisher: %w", err)
 		}

@@ -109,7 +109,7 @@ func cleanHostPathRoots(roots, protect []string) ([]string, error) {
 		if !filepath.IsAbs(r) {
 			return nil, fmt.Errorf("processnode: allowed host path %q is not absolute", r)
 		}
-		resolved, err := checkHostPathRoot(filepath.Clean(r))
+		resolved, err := checkHostPathRoot(filepath.Clean(r), trustedOwners(protect))
 		if err != nil {
 			return nil, fmt.Errorf("processnode: allowed host path %q: %w", r, err)
 		}
@@ -123,16 +123,39 @@ func cleanHostPathRoots(roots, protect []string) ([]string, error) {
 	return out, nil
 }
 
+// trustedOwners are the users who may own the directories above an allowed
+// host path: root, the agent's user, and whoever owns the directories of the
+// node's state (the first of paths) and above it, who could change the
+// agent's own files anyway (a checkout of one's own, run with sudo).
+func trustedOwners(paths []string) map[uint32]bool {
+	trusted := map[uint32]bool{0: true, uint32(os.Geteuid()): true}
+	if len(paths) == 0 {
+		return trusted
+	}
+	for dir := filepath.Clean(paths[0]); ; dir = filepath.Dir(dir) {
+		if st, err := os.Stat(dir); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				trusted[sys.Uid] = true
+			}
+		}
+		if dir == "/" || dir == "." {
+			return trusted
+		}
+	}
+}
+
 // checkHostPathRoot checks that root, under which pods get host
 // directories, is the node's own, making it (0755) when it is missing, and
 // returns it with its symlinks resolved: root itself is no symlink, and no
-// symlink on the way is another user's; it is a directory owned by root (or
-// the agent's user) that no one else may write, and every directory above it
-// is too, or sticky (as /tmp and /var/tmp: no one may rename what is not
-// theirs there). Otherwise another local user could have made it first, or
-// could swap it for a symlink, and choose what pods mount.
-func checkHostPathRoot(root string) (string, error) {
-	owned := func(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
+// symlink on the way is an untrusted user's; it is a directory owned by root
+// (or the agent's user) that no one else may write, and every directory above
+// it is owned by a trusted user and writable by no one else, or sticky (as
+// /tmp and /var/tmp: no one may rename what is not theirs there). Otherwise
+// another local user could have made it first, or could swap it for a
+// symlink, and choose what pods mount.
+func checkHostPathRoot(root string, trusted map[uint32]bool) (string, error) {
+	owned := func(uid uint32) bool { return trusted[uid] }
+	ours := func(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
 	parts := strings.Split(strings.TrimPrefix(root, "/"), "/")
 	for i := range parts {
 		p := "/" + filepath.Join(parts[:i+1]...)
@@ -171,7 +194,7 @@ func checkHostPathRoot(root string) (string, error) {
 			return "", fmt.Errorf("%s is not a directory", dir)
 		case !ok:
 			return "", fmt.Errorf("%s: no owner", dir)
-		case !owned(sys.Uid):
+		case dir == resolved && !ours(sys.Uid) || !owned(sys.Uid):
 			return "", fmt.Errorf("%s is owned by user %d, not by root: another user may have made it; remove it or name another", dir, sys.Uid)
 		case st.Mode().Perm()&0o022 != 0 && (dir == resolved || st.Mode()&os.ModeSticky == 0):
 			return "", fmt.Errorf("%s may be written by other users (mode %v)", dir, st.Mode())

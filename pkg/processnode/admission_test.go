@@ -53,6 +53,10 @@ func TestHostPathRootChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	protect := []string{state, credFile}
+	// A checkout of user 1001's own, run as root: its state below
+	// directories 1001 owns, which is no reason to refuse a root of root's there.
+	home := mk("home", 0o755, 1001)
+	homeState := mk("home/checkout/state", 0o755, 1001)
 	for _, tc := range []struct {
 		root, wantErr string
 	}{
@@ -66,8 +70,14 @@ func TestHostPathRootChecks(t *testing.T) {
 		{filepath.Join(base, "link"), "is a symlink"},
 		{filepath.Join(base, "node"), "which no pod may reach"},
 		{creds, "which no pod may reach"},
+		{filepath.Join(home, "checkout", "host-paths"), ""},
+		{mk("home/theirs-inside", 0o755, 1001), "owned by user 1001"},
 	} {
-		got, err := cleanHostPathRoots([]string{tc.root}, protect)
+		prot := protect
+		if strings.HasPrefix(tc.root, home) {
+			prot = []string{homeState}
+		}
+		got, err := cleanHostPathRoots([]string{tc.root}, prot)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.root, err)

@@ -261,7 +261,13 @@ func volumeFiles(ctx context.Context, ref PodRef, v corev1.Volume, src Sources, 
 		case s.ServiceAccountToken != nil:
 			var tok string
 			if tokens != nil {
-				tok, err = tokens.Token(ctx, ref.Pod, s.ServiceAccountToken)
+				// Retried, as the kubelet retries a mount: a node's
+				// credential may get a token for a pod only once the API
+				// server's Node authorizer has seen it bound here, which
+				// can lag the pod's binding by a moment.
+				if tok, err = tokens.Token(ctx, ref.Pod, s.ServiceAccountToken); err != nil {
+					err = &ConfigError{Msg: fmt.Sprintf("service account token: %v", err)}
+				}
 			}
 			files = []volumeFile{{path: s.ServiceAccountToken.Path, data: []byte(tok), mode: mode}}
 		default:

@@ -18,6 +18,7 @@ type Key [sha256.Size]byte
 // State is what the cache knows of a key.
 type State int
 
+// The states of a key.
 const (
 	Unknown State = iota // never seen, or forgotten
 	Allowed              // a positive verdict younger than the TTL
@@ -35,6 +36,7 @@ type Clock = utilcache.Clock
 // RealClock is time.Now.
 type RealClock struct{}
 
+// Now is time.Now.
 func (RealClock) Now() time.Time { return time.Now() }
 
 // Cache holds verdicts in two size-bounded LRU caches with per-entry expiry

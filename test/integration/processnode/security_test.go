@@ -53,8 +53,7 @@ func TestAgentRefusesPrivilegedCredential(t *testing.T) {
 			case err = <-done:
 			case <-time.After(30 * time.Second):
 				cancel()
-				<-done
-				t.Fatal("the agent runs with that credential")
+				t.Fatalf("the agent runs with that credential (stopped: %v)", <-done)
 			}
 			if err == nil {
 				t.Fatal("the agent stopped without an error")

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/pkg/reviewlimit"
+	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
 // Flood parameters, as the status server's flood (test/integration/statusserver):
@@ -30,26 +27,12 @@ const (
 	floodFor     = 3 * time.Second
 )
 
-// apiserverTokenReviews sums apiserver_request_total for TokenReviews.
+// apiserverTokenReviews is the API server's count of TokenReviews.
 func apiserverTokenReviews(t *testing.T, f *fixture) int64 {
 	t.Helper()
-	b, err := f.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	n, err := framework.APIServerRequests(f.env.Config, "tokenreviews", "")
 	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	var n int64
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "apiserver_request_total{") || !strings.Contains(l, `resource="tokenreviews"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		n += int64(v)
+		t.Fatal(err)
 	}
 	return n
 }

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -20,10 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/webhooks"
+	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
 // Flood parameters: concurrent senders and how long they send.
@@ -55,11 +54,7 @@ func (r floodResult) String() string {
 // (apiserver_request_total): nothing else reads them meanwhile.
 func floodWebhook(t *testing.T, during func()) floodResult {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := runtimeGets(t, cs)
+	before := runtimeGets(t)
 	url := "https://" + env.WebhookAddress() + "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // an attacker checks nothing either
@@ -88,7 +83,7 @@ func floodWebhook(t *testing.T, during func()) floodResult {
 	during()
 	wg.Wait()
 	elapsed := time.Since(begin)
-	return floodResult{sent: sent.Load(), answers: answers, elapsed: elapsed, liveReads: runtimeGets(t, cs) - before}
+	return floodResult{sent: sent.Load(), answers: answers, elapsed: elapsed, liveReads: runtimeGets(t) - before}
 }
 
 // post sends review n and sorts its answer: "not found" (the runtime was
@@ -137,26 +132,12 @@ func post(hc *http.Client, url string, n int64) string {
 	return "other: " + msg
 }
 
-// runtimeGets sums apiserver_request_total for GETs of clustertrainingruntimes.
-func runtimeGets(t *testing.T, cs *kubernetes.Clientset) int64 {
+// runtimeGets is the API server's count of GETs of clustertrainingruntimes.
+func runtimeGets(t *testing.T) int64 {
 	t.Helper()
-	b, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	n, err := framework.APIServerRequests(env.Config, "clustertrainingruntimes", "GET")
 	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	var n int64
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "apiserver_request_total{") || !strings.Contains(l, `resource="clustertrainingruntimes"`) || !strings.Contains(l, `verb="GET"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		n += int64(v)
+		t.Fatal(err)
 	}
 	return n
 }

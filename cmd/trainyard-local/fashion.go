@@ -26,8 +26,10 @@ import (
 const (
 	fashionRuntime = "torch-distributed-fashion-mnist"
 	fashionScript  = "examples/fashion-mnist/train.py"
-	// initializerVolume is the runtime's hostPath: one directory per TrainJob.
-	initializerVolume = "/var/tmp/trainyard-initializer"
+	// containerInitializerVolume is the hostPath of the runtime's container
+	// form (localcluster.FashionMNISTRuntimeForContainers): one directory per
+	// TrainJob.
+	containerInitializerVolume = "/var/tmp/trainyard-initializer"
 )
 
 // fashionCLI runs bin/trainyard against the cluster.
@@ -97,7 +99,11 @@ func trainFashionMNIST(ctx context.Context, c *localcluster.Cluster, repo string
 		// The TrainJob goes, and with it the JobSet and pods; the host directory
 		// of its shared volume is the runtime's, removed here.
 		_ = f.show(context.Background(), "delete", name)
-		_ = os.RemoveAll(filepath.Join(initializerVolume, "default_"+name))
+		volume := c.ProcessHostPathRoot() // where the local cluster points the process nodes' runtime
+		if containers {
+			volume = containerInitializerVolume
+		}
+		_ = os.RemoveAll(filepath.Join(volume, "default_"+name))
 	}()
 
 	if err := f.show(ctx, "wait", name, "--for", "Running,Complete,Failed", "--timeout", "5m"); err != nil {

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trainyard/trainyard/pkg/localcluster"
@@ -292,7 +293,14 @@ func status(args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Name, p.PID, st, p.Log)
 	}
 	_ = tw.Flush()
-	fmt.Printf("API server: https://127.0.0.1:%d   kubeconfig: %s\n", ports.APIServer, filepath.Join(stateDir, "kubeconfig"))
+	// With container nodes the API server is on the node address, not 127.0.0.1: the kubeconfig says where.
+	server := fmt.Sprintf("https://127.0.0.1:%d", ports.APIServer)
+	if kc, err := clientcmd.LoadFromFile(filepath.Join(stateDir, "kubeconfig")); err == nil {
+		for _, cl := range kc.Clusters {
+			server = cl.Server
+		}
+	}
+	fmt.Printf("API server: %s   kubeconfig: %s\n", server, filepath.Join(stateDir, "kubeconfig"))
 	if running != len(ps) {
 		return fmt.Errorf("%d of %d components are not running", len(ps)-running, len(ps))
 	}

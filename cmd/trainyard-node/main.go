@@ -8,7 +8,8 @@
 //	    --tls-cert-file F --tls-private-key-file F --client-ca-file F \
 //	    [--port 0] [--pod-cidr 10.254.0.0/24] [--cluster-pod-cidr 10.254.0.0/16] [--bridge NAME]
 //	    [--default-env NAME=VALUE]... [--host-quirks=true] [--keep-roots] [--nvidia-smi PATH]
-//	    [--register-taint=true] [--allowed-host-paths DIR,DIR]
+//	    [--register-taint=true] [--allowed-host-paths DIR,DIR] [--accept-wildcard-tolerations]
+//	    [--allow-privileged-credentials]
 //	trainyard-node --version
 //
 // It is a development node: every pod runs as root on this machine, with the
@@ -29,6 +30,15 @@
 // nvidia.com/gpu; each pod that requests some gets its own, by UUID in
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
 //
+// Every pod it runs can read what the agent can, its credential included, so
+// it checks at start that its kubeconfig is a node's (system:node:<name> in
+// system:nodes, which the API server's Node authorizer and NodeRestriction
+// confine) and refuses anything that can do more, unless
+// --allow-privileged-credentials (then it warns at start). Its credential
+// files are hidden in every pod's view and no allowed host path may hold
+// them; a toleration of every taint does not count as tolerating its taint
+// unless --accept-wildcard-tolerations.
+//
 // It needs root. SIGTERM ends every pod and removes what the agent created.
 //
 // `trainyard-node gpu-check [flags] -- COMMAND...` runs the node's GPU path with
@@ -42,6 +52,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +93,8 @@ func main() {
 	flag.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "", "nvidia-smi that lists the GPUs the node advertises as nvidia.com/gpu (default: nvidia-smi on PATH, else "+processnode.DefaultNvidiaSMI+"; none found: no GPUs); a path given must work; "+processnode.NoNvidiaSMI+": no GPUs")
 	registerTaint := flag.Bool("register-taint", true, "register the Node with the taint "+processnode.ProcessNodeTaint.Key+"="+processnode.ProcessNodeTaint.Value+":"+string(processnode.ProcessNodeTaint.Effect)+" and refuse every pod bound to it that does not tolerate it; false only on a cluster of one user: pods run as root on this host")
 	allowedHostPaths := flag.String("allowed-host-paths", "", "comma-separated host directories under which hostPath volumes may lie (symlinks resolved); default none: a pod with a hostPath volume fails")
+	flag.BoolVar(&cfg.AcceptWildcardTolerations, "accept-wildcard-tolerations", false, "count a toleration of every taint (operator Exists without a key) as tolerating the node's taint; by default a pod must name the taint's key, so that DaemonSets that tolerate everything do not run as root on this host")
+	flag.BoolVar(&cfg.AllowPrivilegedCredentials, "allow-privileged-credentials", false, "run with a credential that can do more than node --node-name's (system:node:<name> in system:nodes, under the Node authorizer and NodeRestriction); every pod of the node can read it. By default the agent refuses to start with one")
 	flag.BoolVar(&cfg.KeepRoots, "keep-roots", false, "keep each container's root directory (its working directory when it names none) after its pod is gone, under STATE_DIR/kept-roots, for debugging")
 	showVersion := version.RegisterFlag(flag.CommandLine)
 	flag.Parse()
@@ -100,6 +113,10 @@ func main() {
 		os.Exit(1)
 	}
 	rc.QPS, rc.Burst = 50, 100
+	if cfg.CredentialFiles, err = credentialFiles(*kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, "trainyard-node:", err)
+		os.Exit(1)
+	}
 	rc.UserAgent = "trainyard-node/" + cfg.NodeName
 	cfg.RESTConfig = rc
 	if *nodeLabels != "" {
@@ -131,6 +148,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "trainyard-node:", err)
 		os.Exit(1)
 	}
+}
+
+// credentialFiles are the agent's kubeconfig and the files it names for the
+// current context's user (certificate, key, token file), which no pod may
+// reach (processnode.Config.CredentialFiles).
+func credentialFiles(kubeconfig string) ([]string, error) {
+	if kubeconfig == "" {
+		return nil, nil
+	}
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{kubeconfig}
+	for _, a := range cfg.AuthInfos {
+		for _, f := range []string{a.ClientCertificate, a.ClientKey, a.TokenFile} {
+			if f != "" && !filepath.IsAbs(f) {
+				f = filepath.Join(filepath.Dir(kubeconfig), f) // as client-go resolves them
+			}
+			if f != "" {
+				files = append(files, f)
+			}
+		}
+	}
+	return files, nil
 }
 
 // multiFlag is a repeatable string flag.

@@ -23,7 +23,7 @@ func (c *Cluster) upBare(ctx context.Context) error {
 		return err
 	}
 	for _, f := range c.o.Runtimes {
-		if err := c.ApplyFile(ctx, f); err != nil {
+		if err := c.installRuntime(ctx, f); err != nil {
 			return fmt.Errorf("installing runtime %s: %w", f, err)
 		}
 	}

@@ -1,8 +1,10 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -22,6 +24,27 @@ func LocalRuntimes(repo string) ([]string, error) {
 		return nil, err
 	}
 	return append(rs, filepath.Join(repo, FashionMNISTRuntimeFile)), nil
+}
+
+// installRuntime applies a runtime file; the Fashion-MNIST runtime's hostPath
+// becomes the process nodes' host path root (ProcessHostPathRoot), which is
+// in the cluster's state directory rather than under /var/tmp.
+func (c *Cluster) installRuntime(ctx context.Context, path string) error {
+	if filepath.Base(path) != filepath.Base(FashionMNISTRuntimeFile) || filepath.Base(filepath.Dir(path)) != filepath.Base(filepath.Dir(FashionMNISTRuntimeFile)) {
+		return c.ApplyFile(ctx, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(b, []byte("path: "+fashionHostPath+"\n")) {
+		return fmt.Errorf("%s: no hostPath %s to point at the process nodes' host path root", path, fashionHostPath)
+	}
+	objs, err := decodeYAML(bytes.ReplaceAll(b, []byte("path: "+fashionHostPath+"\n"), []byte("path: "+c.ProcessHostPathRoot()+"\n")))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return c.Apply(ctx, objs...)
 }
 
 // UserRBACFiles are the roles of manifests/base/rbac that are for the users of

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -44,9 +46,10 @@ func (c *Cluster) apiserverArgs() []string {
 		// Container nodes: pods reach the API server through the
 		// default/kubernetes Service (10.0.0.1:443, in-cluster config), whose
 		// endpoints the lease reconciler keeps at the node IP; kube-proxy
-		// forwards to it. It listens on every address, so that the host's
-		// clients keep dialling 127.0.0.1 (client certificates or tokens on all).
-		args = append(args, "--advertise-address="+c.nodeIP, "--bind-address=0.0.0.0")
+		// forwards to it. It listens there only, a host-only address
+		// (NodeAddress): the host's clients dial it too (the kubeconfigs say
+		// so, apiserverAddr), nothing on the LAN can.
+		args = append(args, "--advertise-address="+c.nodeIP, "--bind-address="+c.nodeIP)
 	}
 	args = append(args,
 		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
@@ -56,8 +59,11 @@ func (c *Cluster) apiserverArgs() []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+c.pki.saPub(),
 		"--service-account-signing-key-file="+c.pki.saKey(),
-		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
+		// Nodes (the container nodes' kubelets, the process nodes' agents)
+		// may change only their own Node and the pods bound to them.
+		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
 		"--cert-dir="+filepath.Join(c.o.StateDir, "certs", "apiserver"),
 		fmt.Sprintf("--profiling=%t", c.o.Profiling),
@@ -159,10 +165,10 @@ func (c *Cluster) managerArgs(replica int) []string {
 		"--metrics-bind-address=" + loopback(p.Metrics), "--metrics-secure=false",
 		"--health-probe-bind-address=" + loopback(p.Health),
 		"--leader-elect", "--leader-election-namespace=" + ManagerNamespace,
-		// The status server on every address, so that pods reach it on the
-		// host's address for them (statusHost); every replica renders the same
-		// URL, replica 0's, and the others serve on a port of their own.
-		"--status-server-bind-address=" + statusBind(replica, c.ports.ManagerStatus),
+		// The status server where pods reach it (statusHost, statusBind);
+		// every replica renders the same URL, replica 0's, and the others
+		// serve on a port of their own.
+		"--status-server-bind-address=" + c.statusBind(replica, c.ports.ManagerStatus),
 		fmt.Sprintf("--status-server-url=https://%s:%d", c.statusHost(), c.ports.ManagerStatus),
 		"--status-server-ca-file=" + c.pki.caCert(),
 	}
@@ -273,6 +279,24 @@ func writeJSON(path string, v interface{}) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// apiserverAddr is where the API server listens: 127.0.0.1, or the node
+// address with container nodes.
+func (c *Cluster) apiserverAddr() string {
+	if c.nodeIP != "" {
+		return net.JoinHostPort(c.nodeIP, strconv.Itoa(c.ports.APIServer))
+	}
+	return loopback(c.ports.APIServer)
+}
+
+// readJSON reads what writeJSON wrote into v.
+func readJSON(path string, v interface{}) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 func (c *Cluster) writeKubeconfig() error {
 	ca, err := os.ReadFile(c.pki.caCert())
 	if err != nil {
@@ -302,7 +326,7 @@ contexts:
 - name: trainyard-local
   context: {cluster: trainyard-local, user: admin}
 current-context: trainyard-local
-`, loopback(c.ports.APIServer), base64Std(ca), base64Std(crt), base64Std(key))
+`, c.apiserverAddr(), base64Std(ca), base64Std(crt), base64Std(key))
 	return os.WriteFile(c.Kubeconfig(), []byte(kc), 0o600)
 }
 
@@ -339,10 +363,13 @@ func (c *Cluster) statusHost() string {
 }
 
 // statusBind is where manager replica i serves the status server: replica 0
-// on port, the others on a port the kernel picks.
-func statusBind(replica, port int) string {
-	if replica == 0 {
-		return fmt.Sprintf(":%d", port)
+// on port, the others on a port the kernel picks; on the node address with
+// container nodes (their pods and the process nodes' reach it there), else on
+// every address (the process nodes' bridge address appears when the first
+// agent starts).
+func (c *Cluster) statusBind(replica, port int) string {
+	if replica != 0 {
+		port = 0
 	}
-	return ":0"
+	return net.JoinHostPort(c.nodeIP, strconv.Itoa(port))
 }

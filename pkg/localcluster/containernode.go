@@ -26,9 +26,10 @@ import (
 // node's containerd as its runtime, pods' cgroups under a cgroup root of its
 // own, and cgroup v1 allowed (failCgroupV1: false).
 //
-// The kubelet refuses a loopback node IP, so the nodes take the address of
-// the host's default-route interface and their kubelet API listens there,
-// each on a port of its own (client certificates of the cluster CA only).
+// The kubelet refuses a loopback node IP, so the nodes take a host-only
+// address, NodeAddress on an interface of the cluster's own
+// (containernode_network.go), and their kubelet API listens there, each on a
+// port of its own (client certificates of the cluster CA only).
 // The sandbox image is cmd/pause, built and imported into each containerd
 // at start: images are never pulled; put images into a node with
 // ImportImage (ContainerNodeSocket) and use imagePullPolicy: Never.

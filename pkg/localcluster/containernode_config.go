@@ -1,7 +1,6 @@
 package localcluster
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	crand "crypto/rand"
@@ -186,7 +185,7 @@ contexts:
 - name: trainyard-local
   context: {cluster: trainyard-local, user: node}
 current-context: trainyard-local
-`, loopback(c.ports.APIServer), c.pki.caCert(), cert, key)
+`, c.apiserverAddr(), c.pki.caCert(), cert, key)
 	return os.WriteFile(path, []byte(kc), 0o600)
 }
 
@@ -231,36 +230,6 @@ func hasCapSysResource() bool {
 		}
 	}
 	return false
-}
-
-// hostIP is the IPv4 address of the interface of the default route.
-func hostIP() (string, error) {
-	f, err := os.Open("/proc/net/route")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 2 || fs[1] != "00000000" {
-			continue
-		}
-		ifc, err := net.InterfaceByName(fs[0])
-		if err != nil {
-			return "", err
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return "", err
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-				return n.IP.String(), nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no IPv4 default route (the kubelet needs a non-loopback node IP)")
 }
 
 // freePort returns a port that is free now, from the range freePorts uses.

@@ -16,7 +16,8 @@ import (
 
 // The container nodes' cluster DNS: CoreDNS (test/tools/coredns, only the
 // plugins it needs) runs on the host as the other controllers do, on a free
-// port of every address, and the kube-dns Service in kube-system with
+// port of the node address only (its bind plugin: a resolver that forwards
+// must not answer the LAN), and the kube-dns Service in kube-system with
 // ClusterIP ClusterDNS, which the kubelets write into pods' resolv.conf,
 // leads there: the Service has no selector and one EndpointSlice of this
 // cluster's own, the node IP and CoreDNS's port, and kube-proxy forwards
@@ -31,13 +32,14 @@ const (
 	dnsSlice = "kube-dns-host"
 )
 
-// corefile is CoreDNS's configuration: the cluster domain from the API
-// server (with the admin kubeconfig, as the other host controllers; pods
-// records "insecure" as kube-dns answered them), reverse lookups of
-// cluster IPs, everything else to the host's resolvers; health and
-// readiness on loopback ports.
-func corefile(port, health, ready int, kubeconfig string) string {
+// corefile is CoreDNS's configuration: on address only, the cluster domain
+// from the API server (with the admin kubeconfig, as the other host
+// controllers; pods records "insecure" as kube-dns answered them), reverse
+// lookups of cluster IPs, everything else to the host's resolvers; health
+// and readiness on loopback ports.
+func corefile(address string, port, health, ready int, kubeconfig string) string {
 	return fmt.Sprintf(`.:%d {
+    bind %s
     errors
     health %s
     ready %s
@@ -50,7 +52,7 @@ func corefile(port, health, ready int, kubeconfig string) string {
     forward . /etc/resolv.conf
     cache 5
 }
-`, port, loopback(health), loopback(ready), trruntime.DefaultClusterDomain, kubeconfig)
+`, port, address, loopback(health), loopback(ready), trruntime.DefaultClusterDomain, kubeconfig)
 }
 
 // startClusterDNS starts CoreDNS and leads the kube-dns Service to it; it
@@ -69,7 +71,7 @@ func (c *Cluster) startClusterDNS(ctx context.Context, dir string) error {
 	}
 	dns, health, ready := ports[0], ports[1], ports[2]
 	conf := filepath.Join(dir, "Corefile")
-	if err := os.WriteFile(conf, []byte(corefile(dns, health, ready, c.Kubeconfig())), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(corefile(c.nodeIP, dns, health, ready, c.Kubeconfig())), 0o644); err != nil {
 		return err
 	}
 	p, err := c.sup.start(CoreDNS, []string{c.bin(CoreDNS), "-conf", conf}, false)

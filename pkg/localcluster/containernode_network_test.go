@@ -33,7 +33,8 @@ const netprobeImage = "registry.trainyard.local/netprobe:1"
 // nodes), by web's name and ClusterIP, resolves the server's JobSet-style
 // host name through its search path and web's full name, and writes to its
 // volume, which the test then finds in the volume's directory on the host.
-func checkPodNetwork(ctx context.Context, t *testing.T, c *Cluster, dir string) {
+// It returns the server's pod IP and web's ClusterIP.
+func checkPodNetwork(ctx context.Context, t *testing.T, c *Cluster, dir string) (podIP, clusterIP string) {
 	t.Helper()
 	bin := filepath.Join(dir, "netprobe")
 	if err := BuildStaticBinary(ctx, filepath.Join(c.o.RepoDir, "pkg", "localcluster"), "./testdata/netprobe", bin); err != nil {
@@ -81,7 +82,7 @@ func checkPodNetwork(ctx context.Context, t *testing.T, c *Cluster, dir string) 
 	}); err != nil {
 		t.Fatal(err)
 	}
-	podIP, clusterIP := server.Status.PodIP, web.Spec.ClusterIP
+	podIP, clusterIP = server.Status.PodIP, web.Spec.ClusterIP
 	if !strings.HasPrefix(podIP, "10.253.1.") {
 		t.Errorf("server's pod IP %s, want one of node 1's 10.253.1.0/24", podIP)
 	}
@@ -135,6 +136,7 @@ func checkPodNetwork(ctx context.Context, t *testing.T, c *Cluster, dir string) 
 	if err != nil || string(got) != "written by client\n" {
 		t.Errorf("the volume's file on the host: %q, %v", got, err)
 	}
+	return podIP, clusterIP
 }
 
 func netprobePod(name string, node int, args ...string) *corev1.Pod {

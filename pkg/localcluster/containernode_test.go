@@ -25,8 +25,9 @@ import (
 // binary in an OCI archive) into node 0's containerd, runs it as a pod and
 // reads its output with kubectl logs (API server → kubelet → containerd's log
 // file); then checks the nodes' network, DNS and storage (checkPodNetwork),
-// that the kwok and process nodes keep working beside them (checkMixedNodes)
-// and that Down leaves nothing behind. It builds the kubelet, kube-proxy,
+// that the kwok and process nodes keep working beside them (checkMixedNodes),
+// that a LAN neighbour reaches nothing of the cluster (checkLANNeighbour),
+// and that Down leaves nothing behind and puts IP forwarding back as it was. It builds the kubelet, kube-proxy,
 // CoreDNS and the provisioner and installs the nodes' Debian packages first,
 // and fails, with the fix, when they are still missing.
 func TestContainerNode(t *testing.T) {
@@ -59,7 +60,22 @@ func TestContainerNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// IP forwarding off before Up (as on a host that never forwarded): Down
+	// must put it back. The test holds the cluster lock (RULES.md): no other
+	// cluster with container nodes runs meanwhile.
+	const ipForward = "/proc/sys/net/ipv4/ip_forward"
+	before, err := os.ReadFile(ipForward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(ipForward, before, 0o644) })
+	if err := os.WriteFile(ipForward, []byte("0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, down := upForTest(ctx, t, o)
+	if b, _ := os.ReadFile(ipForward); strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("ip_forward %q after Up, want 1", b)
+	}
 
 	// The image: testdata/hello, static, packed as an OCI archive.
 	dir := t.TempDir()
@@ -126,8 +142,9 @@ func TestContainerNode(t *testing.T) {
 		t.Errorf("kubectl logs: %q: the container sees the host's root", out)
 	}
 
-	checkPodNetwork(ctx, t, c, dir)
+	podIP, clusterIP := checkPodNetwork(ctx, t, c, dir)
 	checkMixedNodes(ctx, t, c)
+	checkLANNeighbour(ctx, t, c, podIP, clusterIP)
 
 	if err := down(); err != nil {
 		t.Fatalf("Down: %v", err)
@@ -146,10 +163,16 @@ func TestContainerNode(t *testing.T) {
 	if linkExists(processnode.DefaultBridge(o.StateDir)) {
 		t.Errorf("the process nodes' bridge %s still exists after Down", processnode.DefaultBridge(o.StateDir))
 	}
-	for _, table := range []string{"filter", "nat"} {
+	for _, table := range []string{"raw", "filter", "nat"} {
 		if iptables("-t", table, "-n", "-L", networkChain(o.StateDir)) == nil {
 			t.Errorf("iptables chain %s of table %s still exists after Down", networkChain(o.StateDir), table)
 		}
+	}
+	if linkExists(hostLink(o.StateDir)) {
+		t.Errorf("the node address's interface %s still exists after Down", hostLink(o.StateDir))
+	}
+	if b, _ := os.ReadFile(ipForward); strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("ip_forward %q after Down, want 0 as before Up", b)
 	}
 	for _, m := range mountInfo() {
 		if strings.HasPrefix(m.point, o.StateDir+"/") {

@@ -131,18 +131,22 @@ func TestClaimHost(t *testing.T) {
 
 // TestAPIServerAddresses: a host-only cluster's API server stays on the
 // loopback interface without endpoints; with container nodes it listens on
-// every address and advertises the node IP, for the default/kubernetes
-// Service's endpoints (pods' in-cluster configuration).
+// the node address only (host-only: issue #40; before, on every address) and
+// advertises it, for the default/kubernetes Service's endpoints (pods'
+// in-cluster configuration); the kubeconfigs name it.
 func TestAPIServerAddresses(t *testing.T) {
 	for _, tc := range []struct {
 		nodeIP        string
 		want, notWant []string
 	}{
 		{"", []string{"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", "--endpoint-reconciler-type=none"}, nil},
-		{"192.0.2.2", []string{"--advertise-address=192.0.2.2", "--bind-address=0.0.0.0"}, []string{"--endpoint-reconciler-type=none"}},
+		{NodeAddress, []string{"--advertise-address=" + NodeAddress, "--bind-address=" + NodeAddress}, []string{"--endpoint-reconciler-type=none", "--bind-address=0.0.0.0"}},
 	} {
-		c := &Cluster{o: Options{StateDir: "/state", BinDir: "/bin"}, pki: pki{dir: "/state/pki"}, nodeIP: tc.nodeIP}
+		c := &Cluster{o: Options{StateDir: "/state", BinDir: "/bin"}, pki: pki{dir: "/state/pki"}, nodeIP: tc.nodeIP, ports: Ports{APIServer: 6443}}
 		args := c.apiserverArgs()
+		if want := tc.nodeIP; want != "" && c.apiserverAddr() != want+":6443" || want == "" && c.apiserverAddr() != "127.0.0.1:6443" {
+			t.Errorf("node IP %q: the kubeconfigs' server %s", tc.nodeIP, c.apiserverAddr())
+		}
 		for _, w := range tc.want {
 			if !slices.Contains(args, w) {
 				t.Errorf("node IP %q: API server arguments lack %s: %v", tc.nodeIP, w, args)
@@ -158,16 +162,20 @@ func TestAPIServerAddresses(t *testing.T) {
 
 // TestStatusServerURL: the manager gives pods the status server at the
 // process nodes' bridge address without container nodes and at the node IP
-// with them; container nodes' pods cannot reach the bridge address.
+// with them (container nodes' pods cannot reach the bridge address), and
+// serves it there only (issue #40: not on the LAN address).
 func TestStatusServerURL(t *testing.T) {
-	for _, tc := range []struct{ nodeIP, want string }{
-		{"", "--status-server-url=https://" + ProcessHostAddress + ":8443"},
-		{"192.0.2.2", "--status-server-url=https://192.0.2.2:8443"},
+	for _, tc := range []struct{ nodeIP, want, bind string }{
+		{"", "--status-server-url=https://" + ProcessHostAddress + ":8443", "--status-server-bind-address=:8443"},
+		{NodeAddress, "--status-server-url=https://" + NodeAddress + ":8443", "--status-server-bind-address=" + NodeAddress + ":8443"},
 	} {
 		c := &Cluster{o: Options{StateDir: "/state"}, pki: pki{dir: "/state/pki"}, nodeIP: tc.nodeIP,
 			ports: Ports{ManagerStatus: 8443}, replicas: []replicaPorts{{}}}
-		if args := c.managerArgs(0); !slices.Contains(args, tc.want) {
-			t.Errorf("node IP %q: manager arguments lack %s: %v", tc.nodeIP, tc.want, args)
+		args := c.managerArgs(0)
+		for _, w := range []string{tc.want, tc.bind} {
+			if !slices.Contains(args, w) {
+				t.Errorf("node IP %q: manager arguments lack %s: %v", tc.nodeIP, w, args)
+			}
 		}
 	}
 }

@@ -223,7 +223,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", loopback(c.ports.APIServer)), hc)
+	return c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", c.apiserverAddr()), hc)
 }
 
 // RestartEtcd stops etcd (SIGKILL: a crash, not a clean stop) and starts it

@@ -150,10 +150,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", loopback(c.ports.APIServer)), adminHTTP); err != nil {
+	if err := c.waitHTTP(ctx, api, fmt.Sprintf("https://%s/readyz", c.apiserverAddr()), adminHTTP); err != nil {
 		return nil, err
 	}
-	c.progress("kube-apiserver ready on %s", loopback(c.ports.APIServer))
+	c.progress("kube-apiserver ready on %s", c.apiserverAddr())
 	if err := c.newClient(); err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if _, err := c.sup.start(Kwok, c.kwokArgs(), false); err != nil {
 		return nil, err
 	}
-	if err := c.startProcessNodes(); err != nil {
+	if err := c.startProcessNodes(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.startContainerNodes(ctx); err != nil {
@@ -249,7 +249,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		c.installVersion(ctx)
 	}
 	for _, f := range c.o.Runtimes {
-		if err := c.ApplyFile(ctx, f); err != nil {
+		if err := c.installRuntime(ctx, f); err != nil {
 			return nil, fmt.Errorf("installing runtime %s: %w", f, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -82,6 +83,22 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 	client, err := kubernetes.NewForConfig(cfg.RESTConfig)
 	if err != nil {
 		return err
+	}
+	if err := checkIdentity(ctx, client, cfg.NodeName); err != nil {
+		if !errors.Is(err, errPrivileged) || !cfg.AllowPrivilegedCredentials {
+			return fmt.Errorf("processnode: the agent's credential: %w (every pod of this node runs as root on this host and can read it: "+
+				"give the agent a node's credential, a client certificate of CN %s and O %s, with the API server's Node authorizer and NodeRestriction; "+
+				"--allow-privileged-credentials runs it anyway)", err, NodeUser(cfg.NodeName), NodesGroup)
+		}
+		for _, l := range []string{
+			"WARNING: the agent runs with " + err.Error(),
+			"WARNING: every pod bound to node " + cfg.NodeName + " runs as root on this host and can read this credential and use it",
+			"WARNING: --allow-privileged-credentials: give the agent a node's credential instead (CN " + NodeUser(cfg.NodeName) + ", O " + NodesGroup + ")",
+		} {
+			logf("%s", l)
+		}
+	} else {
+		logf("credential: %s in %s, no more than a node's", NodeUser(cfg.NodeName), NodesGroup)
 	}
 	nw, err := newNetwork(cfg.Bridge, cfg.PodCIDR, cfg.ClusterPodCIDR, logf)
 	if err == nil && cfg.HostAddress != "" {
@@ -238,6 +255,9 @@ func (a *Agent) Run(ctx context.Context, cfg Config) error {
 		logf("%v", err)
 	}
 	if err := syncNodeTaints(ctx, client, &cfg); err != nil {
+		if apierrors.IsForbidden(err) {
+			err = fmt.Errorf("%w (a node may not change its own taints under NodeRestriction: delete the Node, kubectl delete node %s, and it registers again with them; meanwhile the agent refuses the pods that do not tolerate them all the same)", err, cfg.NodeName)
+		}
 		logf("tainting: %v", err)
 	}
 	if cfg.Untainted {

@@ -69,10 +69,28 @@ type Config struct {
 	// The node runs pods as root on its host: on a cluster others use, keep
 	// the taint, so that only pods that ask for this node land on it.
 	Untainted bool
+	// AcceptWildcardTolerations counts a toleration of every taint (operator
+	// Exists without a key) as tolerating the node's taints. By default it
+	// does not: any DaemonSet that tolerates everything would land here and
+	// run as root on this host; a pod must name the taint's key.
+	AcceptWildcardTolerations bool
 	// AllowedHostPaths are the host directories under which hostPath volumes
 	// may lie (after symlinks are resolved): a pod with a hostPath anywhere
 	// else fails (ReasonHostPathNotAllowed). Empty: no hostPath is allowed.
+	// Each must be the node's own: not a symlink, owned by root (or this
+	// user), writable by no one else, below directories no one else may
+	// rename into (checkHostPathRoot; made 0755 when missing), and it must not
+	// hold the state directory or a credential file.
 	AllowedHostPaths []string
+	// CredentialFiles are the agent's credentials on this host (its
+	// kubeconfig and the files it names, the kubelet API's key): no allowed
+	// host path may hold one, and every pod's mount namespace hides them
+	// (an empty file mounted over each).
+	CredentialFiles []string
+	// AllowPrivilegedCredentials runs the agent with a credential that can do
+	// more than a node's (checkIdentity), loudly. By default the agent refuses:
+	// every pod it runs can take its credential.
+	AllowPrivilegedCredentials bool
 	// BackoffBase and BackoffMax bound the crash-loop back-off (defaults 10s, 5m).
 	BackoffBase, BackoffMax time.Duration
 	// SandboxBinary is started as each pod's sandbox with SandboxEnv set; it must
@@ -135,7 +153,12 @@ func (c *Config) defaults() error {
 	if !c.Untainted && !hasTaint(c.Taints, ProcessNodeTaint) {
 		c.Taints = append(append([]corev1.Taint(nil), c.Taints...), ProcessNodeTaint)
 	}
-	roots, err := cleanHostPathRoots(c.AllowedHostPaths)
+	for i, f := range c.CredentialFiles {
+		if c.CredentialFiles[i], err = filepath.Abs(f); err != nil {
+			return err
+		}
+	}
+	roots, err := cleanHostPathRoots(c.AllowedHostPaths, append([]string{c.StateDir}, c.CredentialFiles...))
 	if err != nil {
 		return err
 	}

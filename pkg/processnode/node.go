@@ -24,7 +24,8 @@ import (
 
 // nodeSpec is the Node the agent registers: the host's CPUs (times
 // CPUOvercommit), memory and GPUs (nvidia.com/gpu, with GFD's labels), Ready,
-// reachable at HostIP:port.
+// reachable at HostIP:port. Its labels are those NodeRestriction lets a node
+// set on itself (no kubernetes.io label but a kubelet's).
 func nodeSpec(cfg Config, port int, gpuList []gpus.GPU) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(float64(runtime.NumCPU())*cfg.CPUOvercommit*1000), resource.DecimalSI),
@@ -39,7 +40,6 @@ func nodeSpec(cfg Config, port int, gpuList []gpus.GPU) *corev1.Node {
 		"kubernetes.io/hostname": cfg.NodeName,
 		"kubernetes.io/os":       "linux",
 		"kubernetes.io/arch":     runtime.GOARCH,
-		"kubernetes.io/role":     "agent",
 		PoolLabel:                PoolProcess,
 		ProcessNodeLabel:         "true",
 	}

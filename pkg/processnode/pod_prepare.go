@@ -69,7 +69,8 @@ func (r *podRun) prepare(ctx context.Context) (map[string][]string, map[string][
 	if err != nil {
 		return nil, nil, sandboxSpec{}, err
 	}
-	return envs, argvs, sandboxSpec{PodDir: r.dir, Hostname: PodHostname(pod), Mounts: mounts, Dirs: dirs, NewProc: true}, nil
+	hide := append(append([]string(nil), r.p.cfg.CredentialFiles...), r.p.cfg.TLSKeyFile)
+	return envs, argvs, sandboxSpec{PodDir: r.dir, Hostname: PodHostname(pod), Mounts: mounts, Dirs: dirs, NewProc: true, Hide: hide}, nil
 }
 
 // startSandbox starts the pod's namespaces and gives it its address and hosts entries.

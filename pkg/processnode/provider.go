@@ -178,7 +178,10 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	gone := false
 	cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || err == nil && cur.UID != types.UID(r.uid) {
+	// With a node's credential (checkIdentity), the Node authorizer lets the
+	// agent read only the pods bound to its node: one that is gone is
+	// Forbidden, not NotFound.
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || err == nil && cur.UID != types.UID(r.uid) {
 		gone = true
 	}
 	r.mu.Lock()

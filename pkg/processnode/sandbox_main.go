@@ -30,11 +30,17 @@ type sandboxSpec struct {
 	Dirs []string `json:"dirs"`
 	// NewProc mounts a /proc of the pod's PID namespace.
 	NewProc bool `json:"newProc"`
+	// Hide are the agent's credential files: each is covered, in the pod's
+	// view, by an empty read-only file.
+	Hide []string `json:"hide,omitempty"`
 }
 
 // mountSpec is one mount in the pod's mount namespace.
 type mountSpec struct {
-	Source   string `json:"source,omitempty"` // host path; empty for a tmpfs
+	Source string `json:"source,omitempty"` // host path; empty for a tmpfs
+	// SubPath, when set, is what is mounted: a path below the directory
+	// Source, resolved beneath it (openBeneath) when the mount is made.
+	SubPath  string `json:"subPath,omitempty"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Tmpfs    bool   `json:"tmpfs,omitempty"`

@@ -66,6 +66,16 @@ func setupSandbox(spec sandboxSpec) (int, error) {
 				}
 				continue
 			}
+			if mt.SubPath != "" {
+				// Resolved beneath its volume now, and mounted through the
+				// descriptor: nothing the pod changed since the agent's check
+				// (a symlink swapped in) redirects it.
+				if mt.Source, err = pin.beneath(mt.Source, mt.SubPath); err != nil {
+					return fmt.Errorf("mount source for %s: %w", mt.Target, err)
+				}
+				mt.SubPath = ""
+				continue
+			}
 			if mt.Source, err = pin.path(mt.Source); err != nil {
 				return fmt.Errorf("mount source for %s: %w", mt.Target, err)
 			}
@@ -78,6 +88,11 @@ func setupSandbox(spec sandboxSpec) (int, error) {
 		for _, d := range spec.Dirs {
 			if err := m.ensure(filepath.Clean(d), false); err != nil {
 				return fmt.Errorf("working directory %s: %w", d, err)
+			}
+		}
+		for _, f := range spec.Hide {
+			if err := hide(f); err != nil {
+				return fmt.Errorf("hiding %s: %w", f, err)
 			}
 		}
 		if spec.NewProc {
@@ -122,6 +137,31 @@ func (m *mounter) mount(mt mountSpec) error {
 	return nil
 }
 
+// hide covers the file f, in this mount namespace, with /dev/null, read-only:
+// a pod reads nothing there. (A pod runs as root with the host's
+// capabilities, so it could unmount it: this keeps credentials out of what a
+// pod reads by accident, not out of one that means harm; that is why the
+// agent holds a node's credential, checkIdentity.)
+func hide(f string) error {
+	st, err := os.Stat(f)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	if st.IsDir() {
+		if err := unix.Mount("tmpfs", f, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "mode=0500,size=4k"); err != nil {
+			return err
+		}
+		return nil
+	}
+	if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", f, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+}
+
 func targets(mounts []mountSpec) []string {
 	out := make([]string, 0, len(mounts))
 	for _, mt := range mounts {
@@ -137,6 +177,16 @@ type pinner struct{ fds []int }
 
 func (p *pinner) path(path string) (string, error) {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	p.fds = append(p.fds, fd)
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
+}
+
+// beneath pins rel resolved beneath the directory root (openBeneath).
+func (p *pinner) beneath(root, rel string) (string, error) {
+	fd, err := openBeneath(root, rel, false)
 	if err != nil {
 		return "", err
 	}

@@ -2,12 +2,14 @@ package processnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -24,17 +26,24 @@ type volumeFile struct {
 	mode os.FileMode
 }
 
+// volumeSource is where a volume lies on the host: below the directory root,
+// at rel ("." for root itself). Mounts of it, and of paths below it
+// (subPath), are resolved beneath root (beneath.go).
+type volumeSource struct {
+	root, rel string
+}
+
 // materializeVolumes writes the pod's file-backed volumes below dir/volumes and
-// returns, per volume, the host path its mounts bind, plus the tmpfs mounts of
+// returns, per volume, where its mounts come from, plus the tmpfs mounts of
 // memory-backed emptyDirs. Supported: emptyDir, configMap, secret, downwardAPI,
 // projected (configMap, secret, downwardAPI, serviceAccountToken) and hostPath,
 // whose path must lie under one of hostRoots (Config.AllowedHostPaths).
 // Contents are written once, when the pod starts; later changes of a ConfigMap
 // or Secret do not reach a running pod. Service account tokens are renewed
 // (renewTokens).
-func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources, tokens TokenSource, hostRoots []string) (map[string]string, []mountSpec, error) {
+func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources, tokens TokenSource, hostRoots []string) (map[string]volumeSource, []mountSpec, error) {
 	pod := ref.Pod
-	paths := map[string]string{}
+	paths := map[string]volumeSource{}
 	var tmpfs []mountSpec
 	for _, v := range pod.Spec.Volumes {
 		vdir := filepath.Join(dir, "volumes", v.Name)
@@ -47,13 +56,13 @@ func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources
 			if v.EmptyDir.Medium == corev1.StorageMediumMemory {
 				tmpfs = append(tmpfs, mountSpec{Target: vdir, Tmpfs: true})
 			}
-			paths[v.Name] = vdir
+			paths[v.Name] = volumeSource{root: vdir, rel: "."}
 		case v.HostPath != nil:
-			p, err := hostPathVolume(v.Name, v.HostPath, hostRoots)
+			vs, err := hostPathVolume(v.Name, v.HostPath, hostRoots)
 			if err != nil {
 				return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
-			paths[v.Name] = p
+			paths[v.Name] = vs
 		case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
 			files, err := volumeFiles(ctx, ref, v, src, tokens)
 			if err != nil {
@@ -62,7 +71,7 @@ func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources
 			if err := writeVolume(vdir, files); err != nil {
 				return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
-			paths[v.Name] = vdir
+			paths[v.Name] = volumeSource{root: vdir, rel: "."}
 		default:
 			return nil, nil, &unsupportedError{fmt.Sprintf("volume %s: only emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are supported on a process node", v.Name)}
 		}
@@ -73,57 +82,6 @@ func materializeVolumes(ctx context.Context, ref PodRef, dir string, src Sources
 type unsupportedError struct{ msg string }
 
 func (e *unsupportedError) Error() string { return e.msg }
-
-// hostPathVolume checks, creates when its type says so, and returns the
-// path of a hostPath volume, with its symlinks resolved: it must lie under
-// one of roots before and after it is created.
-func hostPathVolume(name string, h *corev1.HostPathVolumeSource, roots []string) (string, error) {
-	p, err := allowedHostPath(name, h.Path, roots)
-	if err != nil {
-		return "", err
-	}
-	if err := prepareHostPath(p, h); err != nil {
-		return "", err
-	}
-	return allowedHostPath(name, p, roots)
-}
-
-func prepareHostPath(p string, h *corev1.HostPathVolumeSource) error {
-	t := corev1.HostPathUnset
-	if h.Type != nil {
-		t = *h.Type
-	}
-	st, err := os.Stat(p)
-	switch t {
-	case corev1.HostPathDirectoryOrCreate:
-		if os.IsNotExist(err) {
-			return os.MkdirAll(p, 0o755)
-		}
-	case corev1.HostPathFileOrCreate:
-		if os.IsNotExist(err) {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
-		}
-	case corev1.HostPathUnset:
-		if os.IsNotExist(err) {
-			return &ConfigError{Msg: fmt.Sprintf("hostPath %s does not exist", p)}
-		}
-	default:
-		if err != nil {
-			return &ConfigError{Msg: fmt.Sprintf("hostPath %s: %v", p, err)}
-		}
-		if t == corev1.HostPathDirectory && !st.IsDir() || t == corev1.HostPathFile && st.IsDir() {
-			return &ConfigError{Msg: fmt.Sprintf("hostPath %s is not a %s", p, t)}
-		}
-	}
-	return nil
-}
 
 func modeOr(m *int32, def int32) os.FileMode {
 	if m != nil {
@@ -233,7 +191,13 @@ func volumeFiles(ctx context.Context, ref PodRef, v corev1.Volume, src Sources, 
 		case s.ServiceAccountToken != nil:
 			var tok string
 			if tokens != nil {
-				tok, err = tokens.Token(ctx, ref.Pod, s.ServiceAccountToken)
+				// Retried, as the kubelet retries a mount: a node's
+				// credential may get a token for a pod only once the API
+				// server's Node authorizer has seen it bound here, which
+				// can lag the pod's binding by a moment.
+				if tok, err = tokens.Token(ctx, ref.Pod, s.ServiceAccountToken); err != nil {
+					err = &ConfigError{Msg: fmt.Sprintf("service account token: %v", err)}
+				}
 			}
 			files = []volumeFile{{path: s.ServiceAccountToken.Path, data: []byte(tok), mode: mode}}
 		default:
@@ -275,19 +239,21 @@ func writeVolume(dir string, files []volumeFile) error {
 }
 
 // mountPlan returns the pod's mounts for its containers' volumeMounts (sources
-// from volumePaths; subPath and subPathExpr relative to them), the hosts file on
-// /etc/hosts unless hostsFile is empty, and the tmpfs mounts of memory-backed
-// emptyDirs first. Two containers may mount the same thing at the same path; a
-// path mounted differently by two containers is an error: all containers of a
-// pod share one mount namespace here.
-func mountPlan(pod *corev1.Pod, volumePaths map[string]string, envs map[string][]string, hostsFile string, tmpfs []mountSpec) ([]mountSpec, error) {
+// from volumes; subPath and subPathExpr below them, resolved beneath the
+// volume: a subPath that leaves it, through ".." or a symlink, fails the pod,
+// and a missing one is made a directory of the volume, as the kubelet does),
+// the hosts file on /etc/hosts unless hostsFile is empty, and the tmpfs mounts
+// of memory-backed emptyDirs first. Two containers may mount the same thing at
+// the same path; a path mounted differently by two containers is an error:
+// all containers of a pod share one mount namespace here.
+func mountPlan(pod *corev1.Pod, volumes map[string]volumeSource, envs map[string][]string, hostsFile string, tmpfs []mountSpec) ([]mountSpec, error) {
 	plan := append([]mountSpec(nil), tmpfs...)
 	byTarget := map[string]mountSpec{}
 	var targets []string
 	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for _, c := range all {
 		for _, vm := range c.VolumeMounts {
-			src, ok := volumePaths[vm.Name]
+			vs, ok := volumes[vm.Name]
 			if !ok {
 				return nil, fmt.Errorf("container %s mounts unknown volume %q", c.Name, vm.Name)
 			}
@@ -295,26 +261,32 @@ func mountPlan(pod *corev1.Pod, volumePaths map[string]string, envs map[string][
 			if vm.SubPathExpr != "" {
 				sub = Expand(vm.SubPathExpr, EnvLookup(envs[c.Name]))
 			}
+			rel := vs.rel
 			if sub != "" {
-				clean := filepath.Clean(sub)
-				if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-					return nil, fmt.Errorf("container %s: invalid subPath %q", c.Name, sub)
+				clean, err := cleanRel(sub)
+				if err != nil {
+					return nil, &ConfigError{Msg: fmt.Sprintf("container %s: invalid subPath: %v", c.Name, err)}
 				}
-				src = filepath.Join(src, clean)
-				if _, err := os.Stat(src); os.IsNotExist(err) {
-					// The kubelet creates a missing subPath as a directory of the volume.
-					if err := os.MkdirAll(src, 0o755); err != nil {
-						return nil, err
-					}
-				}
+				rel = filepath.Join(rel, clean)
 			}
-			st, err := os.Stat(src)
+			fd, err := openBeneath(vs.root, rel, sub != "")
+			if err != nil {
+				if errors.Is(err, errOutside) {
+					return nil, &ConfigError{Msg: fmt.Sprintf("container %s: volume %s: subPath %q %v", c.Name, vm.Name, sub, errOutside)}
+				}
+				return nil, fmt.Errorf("container %s: volume %s: %w", c.Name, vm.Name, err)
+			}
+			mode, err := statFD(fd)
+			_ = unix.Close(fd)
 			if err != nil {
 				return nil, fmt.Errorf("container %s: volume %s: %w", c.Name, vm.Name, err)
 			}
-			m := mountSpec{Source: src, Target: filepath.Clean(vm.MountPath), ReadOnly: vm.ReadOnly, File: !st.IsDir()}
+			m := mountSpec{Source: vs.root, SubPath: rel, Target: filepath.Clean(vm.MountPath), ReadOnly: vm.ReadOnly, File: !mode.IsDir()}
+			if m.SubPath == "." {
+				m.SubPath = ""
+			}
 			if prev, ok := byTarget[m.Target]; ok {
-				if prev.Source != m.Source {
+				if prev.Source != m.Source || prev.SubPath != m.SubPath {
 					return nil, fmt.Errorf("%s is mounted from two different sources by the pod's containers; a process node gives all containers of a pod one mount namespace", m.Target)
 				}
 				if !m.ReadOnly && prev.ReadOnly {

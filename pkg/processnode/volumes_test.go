@@ -2,13 +2,16 @@ package processnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -63,9 +66,9 @@ func TestVolumesAndMountPlan(t *testing.T) {
 		{Source: v("scratch"), Target: "/data/$(RANK)"}, // mountPath is not expanded, as in Kubernetes
 		{Source: v("shm"), Target: "/dev/shm"},
 		{Source: v("info"), Target: "/etc/podinfo"},
-		{Source: v("sec") + "/nested/token", Target: "/etc/token", File: true},
+		{Source: v("sec"), SubPath: "nested/token", Target: "/etc/token", File: true},
 		{Source: v("script"), Target: "/opt/mnist", ReadOnly: true},
-		{Source: v("scratch") + "/out-1", Target: "/work/out"},
+		{Source: v("scratch"), SubPath: "out-1", Target: "/work/out"},
 		{Source: filepath.Join(dir, "hosts"), Target: "/etc/hosts", File: true},
 	}
 	if d := cmp.Diff(want, plan, cmp.AllowUnexported(mountSpec{})); d != "" {
@@ -75,6 +78,70 @@ func TestVolumesAndMountPlan(t *testing.T) {
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "other", VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/opt/mnist"}}})
 	if _, err := mountPlan(pod, paths, nil, "", nil); err == nil {
 		t.Error("two containers mounting different volumes at one path must be refused (one mount namespace per pod)")
+	}
+}
+
+// TestSubPathBeneathVolume (issue #40): a subPath or subPathExpr is
+// resolved beneath its volume, whatever the pod put into it: a symlink to
+// the host's /, to a directory outside, a ".." through a symlink, all fail the
+// pod; a symlink within the volume works; and a subPath that is missing is
+// made beneath the volume, never through a symlink elsewhere. Before, the
+// path was joined and bind-mounted as it was, so a symlink in an emptyDir
+// mounted any host directory (and MkdirAll made directories outside).
+func TestSubPathBeneathVolume(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	paths, _, err := materializeVolumes(context.Background(), PodRef{Pod: pod}, dir, fakeSources{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := filepath.Join(dir, "volumes", "scratch")
+	// What a container of the pod wrote into its emptyDir.
+	for link, target := range map[string]string{"root": "/", "out": outside, "up": "..", "inside": "data"} {
+		if err := os.Symlink(target, filepath.Join(vol, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(vol, "data", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for sub, wantOK := range map[string]bool{
+		"root": false, "root/etc": false, "out": false, "out/new/dir": false, "up": false, "up/volumes": false,
+		"inside": true, "inside/sub": true, "data/sub": true, "made/here": true,
+	} {
+		pod.Spec.Containers = []corev1.Container{{Name: "node", VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/mnt", SubPath: sub}}}}
+		plan, err := mountPlan(pod, paths, nil, "", nil)
+		if wantOK != (err == nil) {
+			t.Errorf("subPath %q: plan %v, error %v; want allowed %v", sub, plan, err, wantOK)
+		}
+		if !wantOK && (err == nil || !strings.Contains(err.Error(), "outside the volume")) {
+			t.Errorf("subPath %q: error %v, want it to say it resolves outside the volume", sub, err)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("a subPath through a symlink made %v in a directory outside the volume", entries)
+	}
+	if _, err := os.Stat(filepath.Join(vol, "made", "here")); err != nil {
+		t.Errorf("a missing subPath is made in the volume: %v", err)
+	}
+	// The sandbox resolves it again, beneath the volume, when it mounts:
+	// a subPath checked as a directory, then swapped for a symlink to /.
+	fd, err := openBeneath(vol, "made/here", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(fd)
+	if err := os.RemoveAll(filepath.Join(vol, "made")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(vol, "made")); err != nil {
+		t.Fatal(err)
+	}
+	if fd, err := openBeneath(vol, "made/here", false); err == nil || !errors.Is(err, errOutside) {
+		_ = unix.Close(fd)
+		t.Errorf("a subPath swapped for a symlink to / after the check: %v, want it refused", err)
 	}
 }
 

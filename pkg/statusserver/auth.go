@@ -2,7 +2,6 @@ package statusserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 )
 
 // The server reviews tokens with the API server and reads the pod a token is
@@ -37,8 +38,9 @@ func Audience(ns, name string) string {
 	return fmt.Sprintf("trainer.kubeflow.org/v1alpha1/namespaces/%s/trainjobs/%s/status", ns, name)
 }
 
-// errForbidden: the caller is authenticated but may not report for this job.
-var errForbidden = errors.New("forbidden")
+// errForbidden: the caller is authenticated but may not report for this job
+// (a negative verdict, cached).
+var errForbidden = reviewlimit.ErrDenied
 
 // identity is who a verified token speaks for.
 type identity struct {
@@ -59,11 +61,11 @@ type identity struct {
 // pod check also stops a pod of another job in the same namespace that asks
 // for a token with this job's audience.
 //
-// Verdicts are cached (verdictCache: bounded, tokens hashed), positive ones
-// for CacheTTL and negative ones for NegativeCacheTTL, so a chatty trainer
-// costs one TokenReview and one pod read per TTL, not per report. Budget
-// bounds the reviews per second; concurrent requests with the same token
-// share one review.
+// Verdicts are cached and reviews bounded by a reviewlimit.Guard: positive
+// verdicts for CacheTTL and negative ones for NegativeCacheTTL, so a chatty
+// trainer costs one TokenReview and one pod read per TTL, not per report;
+// Budget bounds the reviews per second; concurrent requests with the same
+// token share one review; a trainer's renewed token is a renewal.
 type Authorizer struct {
 	Reviews authnclient.TokenReviewInterface
 	Pods    client.Reader
@@ -75,95 +77,41 @@ type Authorizer struct {
 	// Clock of the cache and the budget (tests; default the real one).
 	Clock utilcache.Clock
 
-	once     sync.Once
-	cache    *verdictCache
-	mu       sync.Mutex
-	inflight map[cacheKey]*review
+	once  sync.Once
+	guard *reviewlimit.Guard[struct{}]
 }
 
-// review is one TokenReview (and pod read) in flight, which requests with
-// the same key wait for instead of asking again.
-type review struct {
-	done chan struct{}
-	err  error
-}
-
-// errThrottled: the review budget is spent; come back after RetryAfter.
-type errThrottled struct{ RetryAfter time.Duration }
-
-func (e *errThrottled) Error() string {
-	return fmt.Sprintf("too many token reviews: retry after %v", e.RetryAfter.Round(time.Millisecond))
-}
-
-// reviewTimeout bounds one TokenReview and pod read, which run on behalf of
-// every request waiting for them, whatever becomes of the first.
-const reviewTimeout = 5 * time.Second
+// errThrottled: a limit refused the request; come back after RetryAfter.
+type errThrottled = reviewlimit.Throttled
 
 func (a *Authorizer) init() {
 	a.once.Do(func() {
-		if a.Clock == nil {
-			a.Clock = realClock{}
-		}
-		a.cache = newVerdictCache(a.CacheSize, a.CacheTTL, a.NegativeCacheTTL, a.Clock)
-		a.inflight = map[cacheKey]*review{}
+		a.guard = reviewlimit.NewGuard[struct{}](a.CacheSize, a.CacheTTL, a.NegativeCacheTTL, a.Budget, a.Clock)
 	})
 }
 
 // lookup returns the cache key of token for job, and what the cache knows.
-func (a *Authorizer) lookup(token string, job types.NamespacedName) (cacheKey, state, error) {
+func (a *Authorizer) lookup(token string, job types.NamespacedName) (reviewlimit.Key, reviewlimit.State) {
 	a.init()
-	k := a.cache.key(Audience(job.Namespace, job.Name), token)
-	st, err := a.cache.get(k)
-	return k, st, err
+	return a.guard.Lookup(Audience(job.Namespace, job.Name), token)
 }
 
 // Authorize returns nil when token may report for TrainJob job, an error
 // wrapping errForbidden when it may not, an *errThrottled when the review
 // budget is spent, or another error when the API server could not answer.
 func (a *Authorizer) Authorize(ctx context.Context, token string, job types.NamespacedName) error {
-	k, st, err := a.lookup(token, job)
-	return a.decide(ctx, k, st, err, token, job)
+	return a.check(ctx, "", token, job, nil)
 }
 
-// decide answers from the cache, or reviews the token.
-func (a *Authorizer) decide(ctx context.Context, k cacheKey, st state, cached error, token string, job types.NamespacedName) error {
-	switch st {
-	case allowed:
-		return nil
-	case denied:
-		return cached
-	}
-	a.mu.Lock()
-	if r, ok := a.inflight[k]; ok {
-		a.mu.Unlock()
-		select {
-		case <-r.done:
-			return r.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	r := &review{done: make(chan struct{})}
-	a.inflight[k] = r
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.inflight, k)
-		a.mu.Unlock()
-		close(r.done)
-	}()
-
-	if ok, after := a.Budget.take(a.Clock.Now(), st == stale); !ok {
-		r.err = &errThrottled{RetryAfter: after}
-		return r.err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
-	defer cancel()
-	r.err = a.authorize(rctx, token, Audience(job.Namespace, job.Name), job)
-	if r.err == nil || errors.Is(r.err, errForbidden) {
-		a.cache.put(k, r.err)
-	} // else not a verdict: try again next time
-	return r.err
+// check is Authorize with the per-client limits of clients for a request
+// from addr.
+func (a *Authorizer) check(ctx context.Context, addr, token string, job types.NamespacedName, clients *ClientLimits) error {
+	a.init()
+	aud := Audience(job.Namespace, job.Name)
+	_, err := a.guard.Check(ctx, addr, aud, token, clients, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, a.authorize(ctx, token, aud, job)
+	})
+	return err
 }
 
 func (a *Authorizer) authorize(ctx context.Context, token, aud string, job types.NamespacedName) error {

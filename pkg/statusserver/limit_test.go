@@ -2,6 +2,8 @@ package statusserver
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 )
 
 // fakeClock is a settable clock for the cache and the review budget.
@@ -52,6 +55,15 @@ func (f *fakeReviews) Create(_ context.Context, tr *authenticationv1.TokenReview
 		<-f.gate
 	}
 	out := tr.DeepCopy()
+	podTokensMu.Lock()
+	uid, ok := podTokens[tr.Spec.Token]
+	podTokensMu.Unlock()
+	if ok {
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences,
+			User: authenticationv1.UserInfo{Username: "system:serviceaccount:ns:trainer", Extra: map[string]authenticationv1.ExtraValue{
+				extraPodName: {"mnist-0"}, extraPodUID: {uid}}}}
+		return out, nil
+	}
 	if tr.Spec.Token == "good" {
 		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences,
 			User: authenticationv1.UserInfo{Username: "system:serviceaccount:ns:trainer", Extra: map[string]authenticationv1.ExtraValue{
@@ -61,6 +73,27 @@ func (f *fakeReviews) Create(_ context.Context, tr *authenticationv1.TokenReview
 }
 
 var mnist = types.NamespacedName{Namespace: "ns", Name: "mnist"}
+
+// podTokens are the tokens podToken made, by the UID of the pod they are
+// bound to; fakeReviews authenticates them.
+var (
+	podTokensMu sync.Mutex
+	podTokens   = map[string]string{}
+)
+
+// podToken is a token shaped as the API server issues projected service
+// account tokens (unsigned): service account ns/trainer, pod mnist-0 of UID
+// uid, a serial of its own.
+func podToken(uid string, serial int) string {
+	claims, _ := json.Marshal(map[string]any{"sub": "system:serviceaccount:ns:trainer", "jti": fmt.Sprint(serial),
+		"kubernetes.io": map[string]any{"pod": map[string]any{"name": "mnist-0", "uid": uid}}})
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc(claims) + ".sig"
+	podTokensMu.Lock()
+	defer podTokensMu.Unlock()
+	podTokens[tok] = uid
+	return tok
+}
 
 func newTestAuthorizer(t *testing.T, rev *fakeReviews, clock *fakeClock) *Authorizer {
 	t.Helper()
@@ -87,11 +120,12 @@ func TestVerdictCache(t *testing.T) {
 	if n := rev.n.Load(); n != 101 {
 		t.Fatalf("%d reviews, want 101", n)
 	}
-	if pos, neg := len(a.cache.pos.Keys()), len(a.cache.neg.Keys()); pos != 1 || neg != 4 {
+	if pos, neg := a.guard.Cache().Len(); pos != 1 || neg != 4 {
 		t.Errorf("cache holds %d positive and %d negative verdicts, want 1 and 4 (the size)", pos, neg)
 	}
-	for _, k := range append(a.cache.pos.Keys(), a.cache.neg.Keys()...) {
-		if _, ok := k.(cacheKey); !ok {
+	pos, neg := a.guard.Cache().Keys()
+	for _, k := range append(pos, neg...) {
+		if _, ok := k.(reviewlimit.Key); !ok {
 			t.Errorf("cache key of type %T, want a keyed hash", k)
 		}
 	}
@@ -109,19 +143,19 @@ func TestVerdictCache(t *testing.T) {
 		t.Errorf("%d reviews 11s later, want 102 (the bogus token again, not the good one)", n)
 	}
 	// A positive verdict is stale after its TTL, and forgotten after twice it.
-	k, st, _ := a.lookup("good", mnist)
-	if st != allowed {
+	k, st := a.lookup("good", mnist)
+	if st != reviewlimit.Allowed {
 		t.Errorf("good token 11s later: state %v, want allowed", st)
 	}
 	clock.step(time.Minute)
-	if _, st, _ = a.lookup("good", mnist); st != stale {
+	if _, st = a.lookup("good", mnist); st != reviewlimit.Stale {
 		t.Errorf("good token 71s later: state %v, want stale", st)
 	}
 	clock.step(time.Minute)
-	if _, st, _ = a.lookup("good", mnist); st != unknown {
+	if _, st = a.lookup("good", mnist); st != reviewlimit.Unknown {
 		t.Errorf("good token 131s later: state %v, want unknown", st)
 	}
-	if k2, _, _ := a.lookup("good", types.NamespacedName{Namespace: "ns", Name: "other"}); k2 == k {
+	if k2, _ := a.lookup("good", types.NamespacedName{Namespace: "ns", Name: "other"}); k2 == k {
 		t.Error("the same key for two audiences")
 	}
 }
@@ -168,7 +202,7 @@ func TestReviewBudget(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		_ = a.Authorize(context.Background(), fmt.Sprintf("again-%d", i), mnist)
 	}
-	if _, st, _ := a.lookup("good", mnist); st != stale {
+	if _, st := a.lookup("good", mnist); st != reviewlimit.Stale {
 		t.Fatalf("good token a minute later: state %v, want stale", st)
 	}
 	if err := a.Authorize(context.Background(), "good", mnist); err != nil {
@@ -291,5 +325,31 @@ func TestLimitsValidate(t *testing.T) {
 		if l.Validate() == nil {
 			t.Errorf("%+v: no error", l)
 		}
+	}
+}
+
+// TestRenewedTokenDuringFlood (issue #40): a new token of a trainer's pod
+// (its projected token, renewed) is reviewed from the budget's reserve while
+// a flood of bogus tokens has spent the rest, as a stale verdict's renewal
+// is; a new token of another pod is not. Before, the renewed token was a
+// stranger's and got 503 (throttled) until the flood ended.
+func TestRenewedTokenDuringFlood(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	rev := &fakeReviews{}
+	a := newTestAuthorizer(t, rev, clock)
+	a.Budget = NewReviewBudget(10, 8) // reserve 2
+	first, renewed := podToken("uid-0", 1), podToken("uid-0", 2)
+	if err := a.Authorize(context.Background(), first, mnist); err != nil {
+		t.Fatalf("the trainer's first token: %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		_ = a.Authorize(context.Background(), fmt.Sprintf("bogus-%d", i), mnist)
+	}
+	if err := a.Authorize(context.Background(), renewed, mnist); err != nil {
+		t.Errorf("the trainer's renewed token during the flood: %v, want it reviewed from the reserve and passed", err)
+	}
+	var th *errThrottled
+	if err := a.Authorize(context.Background(), podToken("uid-9", 1), mnist); !errors.As(err, &th) {
+		t.Errorf("another pod's new token during the flood: %v, want throttled", err)
 	}
 }

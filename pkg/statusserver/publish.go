@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,8 +28,10 @@ import (
 	"github.com/trainyard/trainyard/pkg/childsync"
 )
 
-// The CA ConfigMap of each namespace with TrainJobs.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// The CA ConfigMap of each namespace with TrainJobs; the manager deletes no
+// other ConfigMap (its jobs' go with them, by owner reference).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete,resourceNames=trainyard-status-server-ca
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
 
 const (
@@ -42,6 +47,9 @@ const (
 	// CAHashAnnotation is a hash of the bundle the ConfigMap holds: the
 	// manager caches ConfigMaps without their data.
 	CAHashAnnotation = "trainyard.io/ca-hash"
+	// CAFieldManager is the field manager of the publisher's writes: a
+	// ConfigMap it did not write is not the publisher's.
+	CAFieldManager = "trainyard-status-server-ca"
 )
 
 // CAPublisher keeps CAConfigMapName in each namespace while it has a
@@ -49,11 +57,34 @@ const (
 // with the last. It is a controller of its own, beside the job pipeline (as
 // kube-controller-manager publishes kube-root-ca.crt): the ConfigMap belongs
 // to no job, so no job's plan writes it.
+//
+// Whoever may write ConfigMaps in a namespace may write this one too, and
+// the cache holds neither its data nor its managedFields: a hash annotation
+// that says "current" proves nothing. So the publisher remembers the
+// resourceVersion of its own last write (or check) of each, and reads a
+// ConfigMap that changed since (or that it has not checked since it started)
+// from the API server: it repairs a planted CA, and it patches and deletes
+// only ConfigMaps it wrote (its label and its field manager), never one a
+// user made under that name.
 type CAPublisher struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
-	CA     *CABundle
-	Log    logr.Logger
+	// Live reads from the API server (data and managedFields included);
+	// default Client.
+	Live client.Reader
+	CA   *CABundle
+	Log  logr.Logger
+
+	mu    sync.Mutex
+	known map[types.NamespacedName]seen
+}
+
+// seen is what the publisher knows of a ConfigMap at a resourceVersion.
+type seen struct {
+	resourceVersion string
+	// ours: it carries the publisher's label and field manager; current:
+	// it holds the CA it held when the publisher last wrote or read it.
+	ours bool
 }
 
 // SetupWithManager registers the publisher: its requests are the key of the
@@ -139,13 +170,35 @@ func (p *CAPublisher) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		return reconcile.Result{}, fmt.Errorf("reading ConfigMap %s: %w", req, err)
 	}
 	ca := p.CA.Get()
-	switch act := decide(len(jobs.Items) > 0, exists, cm.Annotations[CAHashAnnotation], ca); act {
+	current := exists && cm.Annotations[CAHashAnnotation] == caHash(ca)
+	if exists {
+		k, known := p.lookup(req.NamespacedName)
+		if !known || k.resourceVersion != cm.ResourceVersion {
+			// Written by someone else since the publisher's last write, or
+			// not checked since the manager started: read what it holds.
+			var err error
+			if exists, current, err = p.check(ctx, req.NamespacedName, ca); err != nil {
+				return reconcile.Result{}, err
+			}
+			k, _ = p.lookup(req.NamespacedName)
+		}
+		if exists && !k.ours {
+			return reconcile.Result{}, nil // not the publisher's: left as it is (logged by check)
+		}
+	}
+	switch act := decide(len(jobs.Items) > 0, exists, current, ca); act {
 	case caNone:
 		return reconcile.Result{}, nil
 	case caDelete:
-		err := p.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID})
+		k, _ := p.lookup(req.NamespacedName)
+		// Preconditions: a write since the check makes this a conflict, and
+		// the next pass checks again.
+		err := p.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &k.resourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return reconcile.Result{}, fmt.Errorf("deleting ConfigMap %s, its namespace has no TrainJob left: %w", req, err)
+		}
+		if err == nil || apierrors.IsNotFound(err) {
+			p.forget(req.NamespacedName)
 		}
 		p.Log.V(1).Info("Deleted the status server CA: no TrainJob left in the namespace", "configMap", req)
 		return reconcile.Result{}, nil
@@ -153,7 +206,7 @@ func (p *CAPublisher) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		want := caConfigMap(req.NamespacedName, ca)
 		var err error
 		if act == caCreate {
-			err = p.Client.Create(ctx, want)
+			err = p.Client.Create(ctx, want, client.FieldOwner(CAFieldManager))
 			if apierrors.IsAlreadyExists(err) {
 				// Most often the cache has not shown our own create yet, and
 				// the retry finds it; if it lasts, the name is someone else's.
@@ -161,7 +214,7 @@ func (p *CAPublisher) Reconcile(ctx context.Context, req reconcile.Request) (rec
 					err, childsync.ManagedByLabel, childsync.ManagedBy)
 			}
 		} else {
-			err = p.Client.Patch(ctx, want, client.Merge)
+			err = p.Client.Patch(ctx, want, client.Merge, client.FieldOwner(CAFieldManager))
 		}
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return reconcile.Result{}, nil // its TrainJobs go with it, and the next pass sees none
@@ -169,9 +222,77 @@ func (p *CAPublisher) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("publishing the status server CA in ConfigMap %s: %w", req, err)
 		}
+		p.remember(req.NamespacedName, seen{resourceVersion: want.ResourceVersion, ours: true})
 		p.Log.V(1).Info("Published the status server CA", "configMap", req, "action", string(act))
 		return reconcile.Result{}, nil
 	}
+}
+
+// check reads ConfigMap key from the API server and remembers what it is:
+// whether it is the publisher's, whether it holds ca.
+func (p *CAPublisher) check(ctx context.Context, key types.NamespacedName, ca []byte) (exists, current bool, err error) {
+	live := p.Live
+	if live == nil {
+		live = p.Client
+	}
+	var cm corev1.ConfigMap
+	if err := live.Get(ctx, key, &cm); apierrors.IsNotFound(err) {
+		p.forget(key)
+		return false, false, nil
+	} else if err != nil {
+		return false, false, fmt.Errorf("reading ConfigMap %s from the API server: %w", key, err)
+	}
+	ours := isOurs(&cm)
+	current = cm.Data[CAKey] == string(ca) && cm.Annotations[CAHashAnnotation] == caHash(ca) && len(cm.BinaryData) == 0
+	if !ours {
+		p.Log.Info("A ConfigMap of the status server CA's name that the manager did not write: left as it is, trainers in this namespace verify the server with what it holds",
+			"configMap", key, "resourceVersion", cm.ResourceVersion)
+	} else if !current && cm.Annotations[CAHashAnnotation] == caHash(ca) {
+		p.Log.Info("The status server CA ConfigMap was changed by someone else: publishing the CA again", "configMap", key)
+	}
+	p.remember(key, seen{resourceVersion: cm.ResourceVersion, ours: ours})
+	return true, current, nil
+}
+
+// isOurs tells the publisher's ConfigMap: its label, and a field manager of
+// its own among managedFields.
+func isOurs(cm *corev1.ConfigMap) bool {
+	if cm.Labels[childsync.ManagedByLabel] != childsync.ManagedBy {
+		return false
+	}
+	for _, f := range cm.ManagedFields {
+		if f.Manager == CAFieldManager || f.Manager == legacyFieldManager {
+			return true
+		}
+	}
+	return false
+}
+
+// legacyFieldManager is the field manager of the publisher's writes before
+// it named one (the API server's default: the client's user agent up to its
+// first '/', the program's name).
+var legacyFieldManager = strings.SplitN(rest.DefaultKubernetesUserAgent(), "/", 2)[0]
+
+func (p *CAPublisher) lookup(key types.NamespacedName) (seen, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.known[key]
+	return s, ok
+}
+
+func (p *CAPublisher) remember(key types.NamespacedName, s seen) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known == nil {
+		p.known = map[types.NamespacedName]seen{}
+	}
+	p.known[key] = s
+}
+
+func (p *CAPublisher) forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.known, key)
 }
 
 type caAction string
@@ -184,9 +305,9 @@ const (
 )
 
 // decide is what to do with a namespace's CA ConfigMap: it exists while the
-// namespace has TrainJobs, with the current CA (by hash). Without a CA yet
-// there is nothing to publish; its first load queues every namespace again.
-func decide(hasJobs, exists bool, hash string, ca []byte) caAction {
+// namespace has TrainJobs, with the current CA. Without a CA yet there is
+// nothing to publish; its first load queues every namespace again.
+func decide(hasJobs, exists, current bool, ca []byte) caAction {
 	switch {
 	case !hasJobs && exists:
 		return caDelete
@@ -194,7 +315,7 @@ func decide(hasJobs, exists bool, hash string, ca []byte) caAction {
 		return caNone
 	case !exists:
 		return caCreate
-	case hash != caHash(ca):
+	case !current:
 		return caUpdate
 	}
 	return caNone

@@ -32,22 +32,21 @@ import (
 func TestDecide(t *testing.T) {
 	ca := []byte("PEM")
 	cases := map[string]struct {
-		hasJobs, exists bool
-		hash            string
-		ca              []byte
-		want            caAction
+		hasJobs, exists, current bool
+		ca                       []byte
+		want                     caAction
 	}{
-		"first job":             {hasJobs: true, ca: ca, want: caCreate},
-		"current":               {hasJobs: true, exists: true, hash: caHash(ca), ca: ca, want: caNone},
-		"CA rotated":            {hasJobs: true, exists: true, hash: "old", ca: ca, want: caUpdate},
-		"last job gone":         {exists: true, hash: caHash(ca), ca: ca, want: caDelete},
-		"last job gone, no CA":  {exists: true, want: caDelete},
-		"no job, nothing there": {ca: ca, want: caNone},
+		"first job":              {hasJobs: true, ca: ca, want: caCreate},
+		"current":                {hasJobs: true, exists: true, current: true, ca: ca, want: caNone},
+		"CA rotated, or planted": {hasJobs: true, exists: true, ca: ca, want: caUpdate},
+		"last job gone":          {exists: true, current: true, ca: ca, want: caDelete},
+		"last job gone, no CA":   {exists: true, want: caDelete},
+		"no job, nothing there":  {ca: ca, want: caNone},
 		// Its first load queues every namespace again.
 		"CA not loaded yet": {hasJobs: true, want: caNone},
 	}
 	for name, tc := range cases {
-		if got := decide(tc.hasJobs, tc.exists, tc.hash, tc.ca); got != tc.want {
+		if got := decide(tc.hasJobs, tc.exists, tc.current, tc.ca); got != tc.want {
 			t.Errorf("%s: decide = %q, want %q", name, got, tc.want)
 		}
 	}
@@ -59,7 +58,7 @@ func TestDecide(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	s := testScheme(t)
 	job := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "team"}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(job).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(job).WithReturnManagedFields().Build()
 	path := filepath.Join(t.TempDir(), "ca.crt")
 	write := func(pem string) {
 		if err := os.WriteFile(path, []byte(pem), 0o600); err != nil {
@@ -110,6 +109,21 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("after rotation: %q, want the new CA", data[CAKey])
 	}
 
+	// Someone plants another CA, keeping the label and the hash annotation
+	// (the cache holds no data): the publisher reads it and repairs it.
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), key, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[CAKey] = testCA
+	if err := c.Update(context.Background(), &cm, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if data, _ := get(); data[CAKey] != testCA2 {
+		t.Errorf("after a planted CA: %q, want the CA repaired", data[CAKey])
+	}
+
 	if err := c.Delete(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +132,47 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("after the last job: %v, want NotFound", err)
 	}
 	pass() // nothing left to do
+}
+
+// TestReconcileLeavesOthersAlone: a ConfigMap of the CA's name, labelled as
+// the manager's, that a user made is neither deleted (a namespace without
+// TrainJobs) nor patched (a namespace with one).
+func TestReconcileLeavesOthersAlone(t *testing.T) {
+	s := testScheme(t)
+	planted := func(ns string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: CAConfigMapName,
+			Labels: map[string]string{"trainyard.io/managed-by": "trainyard"}}, Data: map[string]string{CAKey: "their CA"}}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithReturnManagedFields().
+		WithObjects(&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "with-job"}}).Build()
+	for _, ns := range []string{"with-job", "without-job"} {
+		if err := c.Create(context.Background(), planted(ns), client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(path, []byte(selfSigned(t, "one")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bundle := &CABundle{Path: path, Log: logr.Discard()}
+	if err := bundle.Load(); err != nil {
+		t.Fatal(err)
+	}
+	p := &CAPublisher{Client: c, CA: bundle, Log: logr.Discard()}
+	for _, ns := range []string{"with-job", "without-job"} {
+		key := types.NamespacedName{Namespace: ns, Name: CAConfigMapName}
+		for range 2 {
+			if _, err := p.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatalf("%s: %v", ns, err)
+			}
+		}
+		var cm corev1.ConfigMap
+		if err := c.Get(context.Background(), key, &cm); err != nil {
+			t.Errorf("%s: the user's ConfigMap: %v, want it left", ns, err)
+		} else if cm.Data[CAKey] != "their CA" {
+			t.Errorf("%s: the user's ConfigMap holds %q, want it unchanged", ns, cm.Data[CAKey])
+		}
+	}
 }
 
 // TestCAKeysOf: a CA change queues each namespace that has TrainJobs or a CA

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 )
 
 // FieldManager owns status.trainerStatus (Kubeflow Trainer's name for it).
@@ -71,7 +72,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
-		if h.throttled(w, h.Limits.addr(), sourceAddr(r)) {
+		if ok, after := h.Limits.Addr().Allow(reviewlimit.SourceAddr(r), time.Now()); !ok {
+			throttled(w, &errThrottled{RetryAfter: after})
 			return
 		}
 		fail(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: a bearer token (the pod's projected service account token) is required")
@@ -80,23 +82,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	// A token that passed (or is being renewed) is a client of its own;
 	// anything else counts against its source address, before it may cost
 	// a TokenReview.
-	key, known, cached := h.Auth.lookup(token, job)
-	if known == allowed || known == stale {
-		if h.throttled(w, h.Limits.token(), key) {
-			return
-		}
-	} else if h.throttled(w, h.Limits.addr(), sourceAddr(r)) {
-		return
-	}
-	if err := h.Auth.decide(r.Context(), key, known, cached, token, job); err != nil {
+	if err := h.Auth.check(r.Context(), reviewlimit.SourceAddr(r), token, job, h.Limits); err != nil {
 		var th *errThrottled
 		switch {
 		case errors.Is(err, errForbidden):
 			log.V(2).Info("Status report forbidden", "reason", err.Error())
 			fail(w, http.StatusForbidden, metav1.StatusReasonForbidden, "Forbidden: "+strings.TrimPrefix(err.Error(), errForbidden.Error()+": "))
 		case errors.As(err, &th):
-			w.Header().Set("Retry-After", retryAfter(th.RetryAfter))
-			fail(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "Service unavailable: too many token reviews, retry later")
+			throttled(w, th)
 		default:
 			log.Error(err, "Authorizing a status report")
 			fail(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "Internal error")
@@ -133,15 +126,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"trainerStatus": st})
 }
 
-// throttled answers 429 with Retry-After when key's bucket of l is empty.
-func (h *Handler) throttled(w http.ResponseWriter, l *keyedLimiter, key any) bool {
-	ok, after := l.allow(key, time.Now())
-	if ok {
-		return false
+// throttled answers a refusal by a limit: 429 (this client sends too much)
+// or 503 (the review budget is spent), with Retry-After.
+func throttled(w http.ResponseWriter, th *errThrottled) {
+	w.Header().Set("Retry-After", reviewlimit.RetryAfter(th.RetryAfter))
+	if th.Budget {
+		fail(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "Service unavailable: too many token reviews, retry later")
+		return
 	}
-	w.Header().Set("Retry-After", retryAfter(after))
 	fail(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "Too many requests, retry later")
-	return true
 }
 
 // bearer takes the token of an "Authorization: Bearer <token>" header (the

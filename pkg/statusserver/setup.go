@@ -59,14 +59,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 	}
 	h := &Handler{
-		Auth:      limits.Authorizer(reviews.TokenReviews(), mgr.GetAPIReader()),
+		Auth:      NewAuthorizer(limits, reviews.TokenReviews(), mgr.GetAPIReader()),
 		Jobs:      mgr.GetClient(),
 		Coalescer: co,
 		Limits:    limits.ClientLimits(),
 		Log:       log,
 	}
 	if o.CA != nil {
-		pub := &CAPublisher{Client: mgr.GetClient(), CA: o.CA, Log: log.WithName("ca")}
+		pub := &CAPublisher{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), CA: o.CA, Log: log.WithName("ca")}
 		if err := pub.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("status server CA publisher: %w", err)
 		}

@@ -212,10 +212,12 @@ func TestManagerClusterRole(t *testing.T) {
 		// hostfile): created once or server-side applied, watched; the cache
 		// holds only Trainyard's own, by label. Never updated in place; the
 		// garbage collector deletes them with their TrainJob. Delete is for
-		// the status server's CA ConfigMap, one per namespace with TrainJobs
-		// (statusserver.CAPublisher), which no job owns: it goes with the
-		// namespace's last TrainJob.
-		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch", "delete"),
+		// the status server's CA ConfigMap only, one per namespace with
+		// TrainJobs (statusserver.CAPublisher), which no job owns: it goes
+		// with the namespace's last TrainJob; by name (issue #40: no other
+		// ConfigMap of any namespace).
+		permissions("", []string{"configmaps"}, "get", "list", "watch", "create", "patch"),
+		named("", "configmaps", "trainyard-status-server-ca", "delete"),
 		// Their Secrets (Flux's CURVE key pair, MPI's SSH key) are only ever
 		// created, once: no patch.
 		permissions("", []string{"secrets"}, "get", "list", "watch", "create"),

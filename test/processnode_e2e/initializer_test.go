@@ -23,7 +23,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/localcluster"
 	"github.com/trainyard/trainyard/test/e2eutil"
 	"github.com/trainyard/trainyard/test/prereq"
 )
@@ -90,10 +89,7 @@ func startS3(t *testing.T, ctx context.Context, ns, server, seed string) string 
 // cluster's process nodes allow hostPath volumes under, removed after the test.
 func hostPathDir(t *testing.T) string {
 	t.Helper()
-	if err := os.MkdirAll(localcluster.ProcessHostPathRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(localcluster.ProcessHostPathRoot, "e2e-")
+	dir, err := os.MkdirTemp(c.ProcessHostPathRoot(), "e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +300,17 @@ func TestInitializerFileFashionMNIST(t *testing.T) {
 	prereq.Require(t, exec.Command("/usr/bin/python3", "-c", "import torchvision").Run() == nil,
 		"/usr/bin/python3 cannot import torchvision (Debian's python3-torchvision): run `make debian-packages` (make run installs it too)")
 	initializer, _ := buildInitializer(t)
-	rt := loadYAML(t, filepath.Join(repo, "examples", "fashion-mnist", "runtime.yaml"))
+	// Its hostPath in the cluster's host path root, as the local cluster
+	// installs it (localcluster: the root is in the state directory).
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", "fashion-mnist", "runtime.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlFile := filepath.Join(t.TempDir(), "runtime.yaml")
+	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(string(raw), "path: /var/tmp/trainyard-initializer\n", "path: "+c.ProcessHostPathRoot()+"\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := loadYAML(t, yamlFile)
 	jobs, _, _ := unstructured.NestedSlice(rt.Object, "spec", "template", "spec", "replicatedJobs")
 	ini := jobs[0].(map[string]any)
 	containers, _, _ := unstructured.NestedSlice(ini, "template", "spec", "template", "spec", "containers")
@@ -323,7 +329,7 @@ func TestInitializerFileFashionMNIST(t *testing.T) {
 	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), rt) })
 
 	ns, name := "default", "fashion-data"
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/tmp/trainyard-initializer", ns+"_"+name)) })
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(c.ProcessHostPathRoot(), ns+"_"+name)) })
 	job := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: trainer.TrainJobSpec{

@@ -2,8 +2,6 @@ package serving
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,8 @@ import (
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 )
 
 // How long answers are kept and how often a failed review is retried: the
@@ -37,6 +37,20 @@ const (
 	reviewTimeout  = 10 * time.Second
 	reviewCacheLen = 1024
 )
+
+// Limits are what a scraper may cost: the status server's protection
+// (pkg/reviewlimit, docs/progress.md "Limits") with its default budgets — a
+// token never seen costs a TokenReview, and anyone who can reach the port
+// may send one, so requests are limited per source address until their
+// token passed and per token after, TokenReviews per second for everyone
+// together, a quarter of them kept for renewals (Prometheus' projected token
+// rotates too) — and the delegating authenticator's cache: a verdict of a
+// minute, at most 1024 of each kind.
+func Limits() reviewlimit.Limits {
+	l := reviewlimit.DefaultLimits()
+	l.CacheSize, l.CacheTTL = reviewCacheLen, tokenTTL
+	return l
+}
 
 // reviewBackoff retries a review the API server could not answer (5xx, 429,
 // no connection), as the delegating authenticator's default does.
@@ -64,7 +78,7 @@ type accessReviewer interface {
 // those bring about 250 packages (CEL, gRPC, OpenTelemetry) whose code and
 // package initialization cost the manager about 20 MiB of memory for two
 // HTTP calls and a cache.
-func withAuthenticationAndAuthorization(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
+func withAuthenticationAndAuthorization(config *rest.Config, httpClient *http.Client, limits reviewlimit.Limits) (metricsserver.Filter, error) {
 	tokens, err := authenticationv1.NewForConfigAndClient(config, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("metrics authentication client: %w", err)
@@ -73,7 +87,7 @@ func withAuthenticationAndAuthorization(config *rest.Config, httpClient *http.Cl
 	if err != nil {
 		return nil, fmt.Errorf("metrics authorization client: %w", err)
 	}
-	r := newReviews(tokens.TokenReviews(), access.SubjectAccessReviews(), reviewBackoff)
+	r := newReviews(tokens.TokenReviews(), access.SubjectAccessReviews(), reviewBackoff, limits)
 	return r.filter, nil
 }
 
@@ -82,29 +96,31 @@ type reviews struct {
 	tokens  tokenReviewer
 	access  accessReviewer
 	backoff wait.Backoff
-	// users maps a token's hash to what its TokenReview said.
-	users *cache.LRUExpireCache
+	// users caches what TokenReviews said, within the limits.
+	users   *reviewlimit.Guard[authnv1.UserInfo]
+	clients *reviewlimit.ClientLimits
 	// decisions maps an accessKey to the SubjectAccessReview's answer.
 	decisions *cache.LRUExpireCache
 }
 
-func newReviews(tokens tokenReviewer, access accessReviewer, backoff wait.Backoff) *reviews {
+func newReviews(tokens tokenReviewer, access accessReviewer, backoff wait.Backoff, limits reviewlimit.Limits) *reviews {
+	users := reviewlimit.NewGuardFor[authnv1.UserInfo](limits, nil)
+	// A review with its retries (reviewBackoff: five tries within about 4 s
+	// of waiting, each bounded by reviewTimeout).
+	users.SetReviewTimeout(30 * time.Second)
 	return &reviews{
 		tokens:    tokens,
 		access:    access,
 		backoff:   backoff,
-		users:     cache.NewLRUExpireCache(reviewCacheLen),
+		users:     users,
+		clients:   limits.ClientLimits(),
 		decisions: cache.NewLRUExpireCache(reviewCacheLen),
 	}
 }
 
-// authentication is what a TokenReview said about a token.
-type authentication struct {
-	ok   bool
-	user authnv1.UserInfo
-	// reason is the API server's error for a rejected token.
-	reason string
-}
+// metricsScope is the scope of the metrics endpoint's verdicts (any audience
+// the API server accepts).
+const metricsScope = "metrics"
 
 // decision is what a SubjectAccessReview said.
 type decision struct {
@@ -116,18 +132,26 @@ func (r *reviews) filter(log logr.Logger, handler http.Handler) (http.Handler, e
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		token, found := bearerToken(req)
 		if !found {
+			if ok, after := r.clients.Addr().Allow(reviewlimit.SourceAddr(req), time.Now()); !ok {
+				throttled(w, &reviewlimit.Throttled{RetryAfter: after})
+				return
+			}
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		authn, err := r.authenticate(req.Context(), token)
-		if err != nil || !authn.ok {
-			if err == nil {
-				err = errors.New(authn.reason)
-			}
+		user, err := r.authenticate(req.Context(), reviewlimit.SourceAddr(req), token)
+		var th *reviewlimit.Throttled
+		switch {
+		case errors.As(err, &th):
+			log.V(1).Info("Metrics request throttled", "error", err.Error())
+			throttled(w, th)
+			return
+		case err != nil:
 			log.V(1).Info("Metrics request not authenticated", "error", err.Error())
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
+		authn := authentication{user: user}
 		d, err := r.authorize(req.Context(), authn.user, strings.ToLower(req.Method), req.URL.Path)
 		if err != nil {
 			log.Error(err, "Authorizing a metrics request", "user", authn.user.Username)
@@ -150,27 +174,47 @@ func bearerToken(req *http.Request) (string, bool) {
 	return token, ok && strings.EqualFold(scheme, "bearer") && token != ""
 }
 
-// authenticate reviews a token, or answers from a review of the last minute
-// (accepted and rejected tokens alike; failed reviews are not kept).
-func (r *reviews) authenticate(ctx context.Context, token string) (authentication, error) {
-	sum := sha256.Sum256([]byte(token))
-	key := hex.EncodeToString(sum[:])
-	if v, ok := r.users.Get(key); ok {
-		return v.(authentication), nil
-	}
-	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
-	got, err := retry(ctx, r.backoff, func(ctx context.Context) (*authnv1.TokenReview, error) {
-		return r.tokens.Create(ctx, review, metav1.CreateOptions{})
+// authentication is who a TokenReview said a token is.
+type authentication struct{ user authnv1.UserInfo }
+
+// throttled answers a request refused by a limit: 429 (this client sends
+// too much) or 503 (the review budget is spent), with Retry-After.
+func throttled(w http.ResponseWriter, th *reviewlimit.Throttled) {
+	w.Header().Set("Retry-After", reviewlimit.RetryAfter(th.RetryAfter))
+	http.Error(w, http.StatusText(th.StatusCode()), th.StatusCode())
+}
+
+// authenticate reviews a token sent from addr, or answers from a review of
+// the last minute (accepted tokens; rejected ones for NegativeCacheTTL;
+// failed reviews are not kept), within the limits: a *reviewlimit.Throttled
+// when one refuses, an error wrapping reviewlimit.ErrDenied for a token the
+// API server rejects. A review the API server could not answer is retried
+// with backoff, each retry spending from the review budget too.
+func (r *reviews) authenticate(ctx context.Context, addr, token string) (authnv1.UserInfo, error) {
+	return r.users.Check(ctx, addr, metricsScope, token, r.clients, func(ctx context.Context) (authnv1.UserInfo, error) {
+		review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+		first := true
+		got, err := retry(ctx, r.backoff, func(ctx context.Context) (*authnv1.TokenReview, error) {
+			if !first {
+				if ok, after := r.users.Spend(); !ok {
+					return nil, &reviewlimit.Throttled{RetryAfter: after, Budget: true}
+				}
+			}
+			first = false
+			return r.tokens.Create(ctx, review, metav1.CreateOptions{})
+		})
+		if err != nil {
+			return authnv1.UserInfo{}, fmt.Errorf("reviewing the token: %w", err)
+		}
+		if !got.Status.Authenticated || got.Status.Error != "" {
+			reason := got.Status.Error
+			if reason == "" {
+				reason = "token not authenticated"
+			}
+			return authnv1.UserInfo{}, fmt.Errorf("%w: %s", reviewlimit.ErrDenied, reason)
+		}
+		return got.Status.User, nil
 	})
-	if err != nil {
-		return authentication{}, fmt.Errorf("reviewing the token: %w", err)
-	}
-	a := authentication{ok: got.Status.Authenticated && got.Status.Error == "", user: got.Status.User, reason: got.Status.Error}
-	if !a.ok && a.reason == "" {
-		a.reason = "token not authenticated"
-	}
-	r.users.Add(key, a, tokenTTL)
-	return a, nil
 }
 
 // accessKey names a SubjectAccessReview's question.
@@ -256,6 +300,10 @@ func retry[T any](ctx context.Context, backoff wait.Backoff, create func(context
 // was busy or failing (429, 5xx) or could not be reached. A refusal of the
 // review itself (403: the manager may not create reviews, 400) is final.
 func retriable(err error) bool {
+	var th *reviewlimit.Throttled
+	if errors.As(err, &th) {
+		return false // the budget is spent: retrying would only spend more
+	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code

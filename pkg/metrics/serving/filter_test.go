@@ -2,7 +2,10 @@ package serving
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -95,7 +98,7 @@ func TestFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tokens := &fakeTokens{users: users, fail: tc.tokenFail}
 			access := &fakeAccess{readers: readers, fail: tc.accessFail}
-			r := newReviews(tokens, access, wait.Backoff{Duration: time.Millisecond, Steps: 3})
+			r := newReviews(tokens, access, wait.Backoff{Duration: time.Millisecond, Steps: 3}, Limits())
 			h, err := r.filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				_, _ = w.Write([]byte("metrics"))
 			}))
@@ -128,7 +131,7 @@ func TestFilter(t *testing.T) {
 func TestAccessReviewSpec(t *testing.T) {
 	user := authnv1.UserInfo{Username: "u", UID: "1", Groups: []string{"b", "a"}, Extra: map[string]authnv1.ExtraValue{"k": {"v"}}}
 	access := &fakeAccess{}
-	r := newReviews(&fakeTokens{}, access, reviewBackoff)
+	r := newReviews(&fakeTokens{}, access, reviewBackoff, Limits())
 	if _, err := r.authorize(context.Background(), user, "get", "/metrics"); err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +149,66 @@ func TestAccessReviewSpec(t *testing.T) {
 	}
 	if len(access.specs) != 2 {
 		t.Errorf("%d reviews, want 2: a user with another group was answered from the cache", len(access.specs))
+	}
+}
+
+// jwt is an unsigned token shaped as a projected service account token:
+// its subject, its pod, a serial of its own.
+func jwt(sub, podUID string, serial int) string {
+	claims, _ := json.Marshal(map[string]any{"sub": sub, "jti": fmt.Sprint(serial),
+		"kubernetes.io": map[string]any{"pod": map[string]any{"uid": podUID}}})
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc(claims) + ".sig"
+}
+
+// TestFilterFlood: distinct bogus tokens from many addresses cost at most
+// the review budget (burst less the reserve, and the rate), not a
+// TokenReview each (and its retries); the rest get 503 or 429 with
+// Retry-After and cost nothing; a scraper whose projected token was rotated
+// during the flood is still served (its new token is a renewal).
+func TestFilterFlood(t *testing.T) {
+	scraper := authnv1.UserInfo{Username: "system:serviceaccount:mon:prometheus"}
+	old, rotated := jwt(scraper.Username, "uid-p", 1), jwt(scraper.Username, "uid-p", 2)
+	tokens := &fakeTokens{users: map[string]authnv1.UserInfo{old: scraper, rotated: scraper}}
+	access := &fakeAccess{readers: map[string]bool{scraper.Username: true}}
+	limits := Limits()
+	r := newReviews(tokens, access, reviewBackoff, limits)
+	h, err := r.filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("metrics"))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(addr, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = addr + ":40000"
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	if w := get("10.1.0.1", old); w.Code != 200 {
+		t.Fatalf("scraper before the flood: %d", w.Code)
+	}
+	start := time.Now()
+	codes := map[int]int{}
+	for i := 0; i < 2000; i++ {
+		w := get(fmt.Sprintf("10.2.%d.%d", i/250, i%250/5), fmt.Sprintf("bogus-%d", i))
+		codes[w.Code]++
+		if (w.Code == 429 || w.Code == 503) && w.Header().Get("Retry-After") == "" {
+			t.Fatalf("%d without Retry-After", w.Code)
+		}
+	}
+	elapsed := time.Since(start)
+	if w := get("10.1.0.1", rotated); w.Code != 200 {
+		t.Errorf("scraper's rotated token during the flood: %d, want 200", w.Code)
+	}
+	bound := 1 + int(float64(limits.ReviewBurst)*3/4) + int(limits.ReviewQPS*elapsed.Seconds()) + 1 + 1
+	t.Logf("2000 bogus tokens from 400 addresses in %v: %d TokenReviews (bound %d), responses %v", elapsed, tokens.calls, bound, codes)
+	if tokens.calls > bound {
+		t.Errorf("%d TokenReviews, want at most %d (the budget)", tokens.calls, bound)
+	}
+	if codes[503] == 0 || codes[401] == 0 {
+		t.Errorf("responses %v: want 401 (reviewed, rejected) and 503 (the budget spent)", codes)
 	}
 }

@@ -10,8 +10,12 @@ package serving
 
 import (
 	"errors"
+	"net/http"
 
+	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 )
 
 // Authenticating and authorizing scrapers through the API server needs these;
@@ -40,6 +44,10 @@ type Config struct {
 	// certificate generated in memory when that has no certificate, which is
 	// what the manager's read-only container uses.
 	CertDir string
+	// Limits bound what scrapers may cost in TokenReviews (nil: Limits(),
+	// the status server's defaults; a zero Limits turns them off, as for a
+	// flood measured without them).
+	Limits *reviewlimit.Limits
 }
 
 // Validate rejects combinations that would silently not do what they say.
@@ -67,7 +75,13 @@ func (c Config) Options() metricsserver.Options {
 	o := metricsserver.Options{BindAddress: c.Address()}
 	if c.Secure {
 		o.SecureServing = true
-		o.FilterProvider = withAuthenticationAndAuthorization
+		limits := Limits()
+		if c.Limits != nil {
+			limits = *c.Limits
+		}
+		o.FilterProvider = func(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
+			return withAuthenticationAndAuthorization(config, httpClient, limits)
+		}
 		o.CertDir = c.CertDir
 	}
 	return o

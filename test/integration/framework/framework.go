@@ -8,10 +8,12 @@ package framework
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +113,10 @@ type Options struct {
 	// for what Kueue changes), as a cluster with JobSet installed has them.
 	// Needs Webhooks (for the serving certificate).
 	JobSetWebhooks bool
+	// NodeAuthorization runs the API server as a cluster does for its
+	// kubelets: the Node authorizer before RBAC and the NodeRestriction
+	// admission plugin.
+	NodeAuthorization bool
 }
 
 // Start brings up etcd, kube-apiserver with the CRDs, the garbage collector and
@@ -159,6 +165,11 @@ func Start(opts ...Options) (*Env, error) {
 			Paths:            []string{filepath.Join(root, "manifests", "base", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		}
+	}
+	if o.NodeAuthorization {
+		e.env.ControlPlane.GetAPIServer().Configure().
+			Set("authorization-mode", "Node,RBAC").
+			Append("enable-admission-plugins", "NodeRestriction")
 	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
@@ -353,4 +364,21 @@ func extraOwned(ps []rtframework.Plugin) []client.Object {
 		}
 	}
 	return out
+}
+
+// WebhookAddress is host:port of the manager's webhook server (Options.Webhooks),
+// for tests that call it directly, as any pod that reaches the port can.
+func (e *Env) WebhookAddress() string {
+	wo := e.env.WebhookInstallOptions
+	return net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
+}
+
+// UserConfig is a client configuration of user name in groups (a client
+// certificate of the test API server's CA).
+func (e *Env) UserConfig(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
 }

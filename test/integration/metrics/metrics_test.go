@@ -32,6 +32,7 @@ import (
 
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
+	"github.com/trainyard/trainyard/pkg/reviewlimit"
 	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
@@ -60,7 +61,62 @@ func freeAddress(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func TestSecureMetrics(t *testing.T) {
+// fixture is a manager serving its metrics as cmd/trainyard-manager
+// configures them, under its ServiceAccount with manifests/base's
+// ClusterRole, and the tokens of three ServiceAccounts.
+type fixture struct {
+	env    *framework.Env
+	cs     *kubernetes.Clientset
+	ns     string
+	addr   string
+	tokens map[string]string
+	hc     *http.Client
+}
+
+// scrape GETs /metrics with token ("" none) and returns the status and body.
+func (f *fixture) scrape(scheme, token string) (int, string, error) {
+	return f.scrapeWith(f.hc, scheme, token)
+}
+
+func (f *fixture) scrapeWith(hc *http.Client, scheme, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, scheme+"://"+f.addr+"/metrics", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// token asks for a new token of ServiceAccount sa.
+func (f *fixture) token(t *testing.T, sa string) string {
+	t.Helper()
+	tr, err := f.cs.CoreV1().ServiceAccounts(f.ns).CreateToken(context.Background(), sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s: %v", sa, err)
+	}
+	return tr.Status.Token
+}
+
+func startMetrics(t *testing.T) *fixture {
+	t.Helper()
+	return startMetricsWith(t, nil, true)
+}
+
+// startMetricsWith starts the fixture with limits (nil: the manager's), and
+// Trainyard's TrainJob metrics in controller-runtime's registry when
+// trainJobMetrics (once per test binary: the registry is global).
+func startMetricsWith(t *testing.T, limits *reviewlimit.Limits, trainJobMetrics bool) *fixture {
+	t.Helper()
 	env, err := framework.Start()
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
@@ -96,28 +152,23 @@ func TestSecureMetrics(t *testing.T) {
 			t.Fatalf("creating %s: %v", o.GetName(), err)
 		}
 	}
-	tokens := map[string]string{}
+	f := &fixture{env: env, cs: cs, ns: ns, tokens: map[string]string{}}
 	for _, sa := range []string{"trainyard-manager", "scraper", "stranger"} {
 		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); err != nil {
 			t.Fatal(err)
 		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("TokenRequest for %s: %v", sa, err)
-		}
-		tokens[sa] = tr.Status.Token
+		f.tokens[sa] = f.token(t, sa)
 	}
 
 	// The manager, as cmd/trainyard-manager configures its metrics, with its
 	// ServiceAccount's token instead of the test's admin certificate.
 	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tokens["trainyard-manager"]
+	cfg.BearerToken = f.tokens["trainyard-manager"]
 	addr := freeAddress(t)
+	f.addr = addr
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
-		Metrics:                serving.Config{BindAddress: addr, Secure: true}.Options(),
+		Metrics:                serving.Config{BindAddress: addr, Secure: true, Limits: limits}.Options(),
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
@@ -125,8 +176,10 @@ func TestSecureMetrics(t *testing.T) {
 	}
 	// The endpoint serves controller-runtime's registry, where the manager
 	// registers its kinds' metrics (this test runs one manager).
-	if err := metrics.NewTrainJob(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
-		t.Fatal(err)
+	if trainJobMetrics {
+		if err := metrics.NewTrainJob(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -140,27 +193,17 @@ func TestSecureMetrics(t *testing.T) {
 
 	// The certificate is self-signed: the client cannot verify it, which is
 	// not what this test is about.
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	scrape := func(scheme, token string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/metrics", nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
-	}
+	f.hc = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	framework.Eventually(t, func() error {
-		_, _, err := scrape("https", "")
+		_, _, err := f.scrape("https", "")
 		return err
 	})
+	return f
+}
+
+func TestSecureMetrics(t *testing.T) {
+	f := startMetrics(t)
+	tokens, scrape, addr := f.tokens, f.scrape, f.addr
 
 	type result struct {
 		Status int

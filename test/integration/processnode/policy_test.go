@@ -96,7 +96,12 @@ func TestPodNotToleratingTaintRefused(t *testing.T) {
 	// A toleration of the right key with another value does not tolerate it.
 	wrong := shPod(ns, "wrong-value", "touch "+filepath.Join(markers, "wrong-value"), corev1.RestartPolicyNever)
 	wrong.Spec.Tolerations = []corev1.Toleration{{Key: processnode.ProcessNodeTaint.Key, Operator: corev1.TolerationOpEqual, Value: "false"}}
-	for _, p := range []*corev1.Pod{plain, ds, wrong} {
+	// Issue #40: nor does a toleration of every taint (a DaemonSet of a log
+	// shipper, say), unless the node is started to accept it.
+	all := shPod(ns, "wildcard", "touch "+filepath.Join(markers, "wildcard"), corev1.RestartPolicyAlways)
+	all.OwnerReferences = ds.OwnerReferences
+	all.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	for _, p := range []*corev1.Pod{plain, ds, wrong, all} {
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -105,22 +110,24 @@ func TestPodNotToleratingTaintRefused(t *testing.T) {
 		refused(t, ns, name, "ProcessNodeTaintNotTolerated", filepath.Join(markers, name),
 			"trainyard.io/process-node=true:NoSchedule", "runs pods as root", "spec.tolerations")
 	}
+	refused(t, ns, "wildcard", "ProcessNodeTaintNotTolerated", filepath.Join(markers, "wildcard"),
+		"trainyard.io/process-node=true:NoSchedule", "toleration of every taint", "--accept-wildcard-tolerations")
 }
 
 // TestTolerationsRun: pods that tolerate the taint run: by key (Exists),
-// by key and value (Equal), and with a toleration of every taint.
+// by key and value (Equal), and by key beside a toleration of every taint.
 func TestTolerationsRun(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	const ns = "taint-tolerated"
 	createNamespace(t, ctx, ns)
-	cases := map[string]corev1.Toleration{
-		"exists": processNodeToleration,
-		"equal":  {Key: processnode.ProcessNodeTaint.Key, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
-		"all":    {Operator: corev1.TolerationOpExists},
+	cases := map[string][]corev1.Toleration{
+		"exists":        {processNodeToleration},
+		"equal":         {{Key: processnode.ProcessNodeTaint.Key, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		"all-and-exact": {{Operator: corev1.TolerationOpExists}, processNodeToleration},
 	}
-	for name, tol := range cases {
+	for name, tols := range cases {
 		p := shPod(ns, name, "echo ran", corev1.RestartPolicyNever)
-		p.Spec.Tolerations = []corev1.Toleration{tol}
+		p.Spec.Tolerations = tols
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -40,14 +41,17 @@ import (
 const nodeName = "pn-integration"
 
 var (
+	testEnv *framework.Env
 	// agentStateDir is the agent's state directory.
 	agentStateDir string
 	// hostPathRoot is the one directory the agent allows hostPath volumes under.
 	hostPathRoot string
-	cs           kubernetes.Interface
-	agent        *processnode.Agent
-	bridge       string
-	kubeletHC    *http.Client
+	// credentialFile is a credential file of the agent (Config.CredentialFiles).
+	credentialFile string
+	cs             kubernetes.Interface
+	agent          *processnode.Agent
+	bridge         string
+	kubeletHC      *http.Client
 )
 
 func TestMain(m *testing.M) {
@@ -63,13 +67,35 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	env, err := framework.Start()
+	// The API server authorizes nodes as a cluster does (Node authorizer,
+	// NodeRestriction), and the agent runs with a node's credential, which
+	// it checks at start.
+	env, err := framework.Start(framework.Options{NodeAuthorization: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	testEnv = env
 	if cs, err = kubernetes.NewForConfig(env.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, o := range []any{processnode.ClusterRole(), processnode.ClusterRoleBinding(nodeName)} {
+		var err error
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			_, err = cs.RbacV1().ClusterRoles().Create(context.Background(), o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(context.Background(), o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "process node RBAC:", err)
+			return 1
+		}
+	}
+	nodeConfig, err := env.UserConfig(processnode.NodeUser(nodeName), processnode.NodesGroup)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -97,18 +123,29 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// A credential file of the agent's (the test's agent has its credential
+	// in memory): every pod's view of it is empty.
+	credentialFile = filepath.Join(dir, "credentials", "kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(credentialFile), 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.WriteFile(credentialFile, []byte("a node's credential\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	bridge = processnode.DefaultBridge(stateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	agent = processnode.New()
 	done := make(chan error, 1)
 	go func() {
 		done <- agent.Run(ctx, processnode.Config{
-			NodeName: nodeName, RESTConfig: env.Config, StateDir: stateDir,
+			NodeName: nodeName, RESTConfig: nodeConfig, StateDir: stateDir,
 			TLSCertFile: certs.serverCert, TLSKeyFile: certs.serverKey, ClientCAFile: certs.ca,
 			PodCIDR: "10.254.200.0/24", BackoffBase: time.Second, ShutdownGrace: 2 * time.Second,
 			DefaultEnv: nodeDefaultEnv, NvidiaSMI: nvidiaSMI,
 			// Tainted, as by default; hostPath volumes under hostPathRoot only.
-			AllowedHostPaths: []string{hostPathRoot},
+			AllowedHostPaths: []string{hostPathRoot}, CredentialFiles: []string{credentialFile},
 		})
 	}()
 	select {

@@ -1,15 +1,12 @@
 package statusserver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,26 +94,12 @@ func (h *harness) flood(t *testing.T, ns, job string, during func()) floodResult
 		reviews: h.reviews.Load() - before, apiserverReviews: apiserverTokenReviews(t, h) - beforeAPI}
 }
 
-// apiserverTokenReviews sums apiserver_request_total for TokenReviews.
+// apiserverTokenReviews is the API server's count of TokenReviews.
 func apiserverTokenReviews(t *testing.T, h *harness) int64 {
 	t.Helper()
-	b, err := h.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	n, err := framework.APIServerRequests(h.env.Config, "tokenreviews", "")
 	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	var n int64
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "apiserver_request_total{") || !strings.Contains(l, `resource="tokenreviews"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		n += int64(v)
+		t.Fatal(err)
 	}
 	return n
 }
@@ -189,4 +172,62 @@ func TestTokenReviewFlood(t *testing.T) {
 	u.trainJob(t, ns, "mnist", "none")
 	r = u.flood(t, ns, "mnist", func() {})
 	t.Logf("without limits: %v", r)
+}
+
+// TestRotatedTokensDuringFlood (issue #40): a trainer whose projected token
+// is replaced (the kubelet, and the process node, renew one at 80% of its
+// life) keeps reporting through a flood that holds the review budget at its
+// reserve: the new token, never seen, is a renewal of the pod's identity
+// (reviewlimit: the token's service account and pod). The flood here is not
+// slowed by the per-address limit (as from hundreds of pods) and the budget
+// is small (4 reviews/s, burst 16, reserve 4), so that this machine's flood
+// keeps it at its reserve; the token is replaced before every fifth report
+// (each new one a first review, 2/s: within the budget). Before, each such
+// review waited for the budget like a stranger's and got 503.
+func TestRotatedTokensDuringFlood(t *testing.T) {
+	limits := statusserver.DefaultLimits()
+	limits.ClientQPS = 0 // the flood comes from more addresses than any per-address limit bounds
+	limits.ReviewQPS, limits.ReviewBurst = 4, 16
+	h := startWith(t, 100*time.Millisecond, &limits)
+	ns := framework.NewNamespace(t, h.env.Client, "rotate")
+	h.trainJob(t, ns, "mnist", "none")
+	pod := h.pod(t, ns, "mnist-node-0-0", "mnist")
+	auth := "Bearer " + h.token(t, ns, pod, "mnist")
+	body := func(p int) []byte {
+		return []byte(fmt.Sprintf(`{"trainerStatus":{"progressPercentage":%d,"lastUpdatedTime":"2026-11-23T10:00:00Z"}}`, p))
+	}
+	if got := h.post(t, ns, "mnist", auth, body(1)); got.code != 200 {
+		t.Fatalf("report before the flood: %d %q", got.code, got.msg)
+	}
+	var reports []int
+	rotations := 0
+	r := h.flood(t, ns, "mnist", func() {
+		time.Sleep(500 * time.Millisecond) // the flood has spent the budget down to its reserve
+		for p := 2; time.Duration(p)*100*time.Millisecond < floodFor; p++ {
+			time.Sleep(100 * time.Millisecond)
+			if p%5 == 0 {
+				auth = "Bearer " + h.token(t, ns, pod, "mnist")
+				rotations++
+			}
+			reports = append(reports, h.post(t, ns, "mnist", auth, body(p)).code)
+		}
+	})
+	t.Logf("with limits %+v: %v", limits, r)
+	ok := 0
+	for _, c := range reports {
+		if c == 200 {
+			ok++
+		}
+	}
+	t.Logf("trainer during the flood, its token replaced %d times: %d of %d reports accepted (%v)", rotations, ok, len(reports), reports)
+	if ok != len(reports) || len(reports) == 0 {
+		t.Errorf("trainer's reports across token rotations during the flood: %v, want all 200", reports)
+	}
+	if r.codes[503] == 0 {
+		t.Errorf("responses %v: the flood did not spend the review budget", r.codes)
+	}
+	bound := int64(limits.ReviewBurst) + int64(limits.ReviewQPS*r.elapsed.Seconds()) + 1
+	if r.reviews > bound {
+		t.Errorf("%d TokenReviews in %v, want at most %d", r.reviews, r.elapsed, bound)
+	}
 }

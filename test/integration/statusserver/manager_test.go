@@ -43,7 +43,9 @@ import (
 // starts, HTTPS, and the CA published in each namespace with TrainJobs),
 // with the manager's ServiceAccount bound to exactly the ClusterRole of
 // manifests/base, which therefore must allow the token reviews, the pod
-// reads, the status writes and the CA ConfigMap's create, patch and delete.
+// reads, the status writes and the CA ConfigMap's create, patch and delete
+// (the latter by name only), and that the publisher repairs a planted CA and
+// leaves a user's ConfigMap of that name alone.
 func TestSetupInManager(t *testing.T) {
 	h := start(t, 10*time.Millisecond)
 	ctx := context.Background()
@@ -196,6 +198,48 @@ func TestSetupInManager(t *testing.T) {
 	published(readCA())
 	writeServingCert(t, certDir) // a new CA
 	published(readCA())
+
+	// Issue #40: whoever may write ConfigMaps in the namespace plants a CA
+	// of their own, keeping the label and the hash annotation (all the
+	// manager's cache shows): the manager reads it and publishes the CA again.
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: statusserver.CAConfigMapName}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[statusserver.CAKey] = selfSignedPEM(t, "planted")
+	if err := c.Update(ctx, &cm, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	published(readCA())
+
+	// A ConfigMap of that name a user made, labelled as the manager's: the
+	// manager deletes it not in a namespace without TrainJobs, and patches it
+	// not in one with a TrainJob (it is not the manager's to change).
+	theirs := map[string]string{}
+	for _, withJob := range []bool{false, true} {
+		other := framework.NewNamespace(t, c, "planted")
+		if withJob {
+			h.trainJob(t, other, "mnist", "none")
+		}
+		planted := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: statusserver.CAConfigMapName,
+			Labels: map[string]string{"trainyard.io/managed-by": "trainyard"}}, Data: map[string]string{statusserver.CAKey: selfSignedPEM(t, other)}}
+		if err := c.Create(ctx, planted, client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+		theirs[other] = planted.Data[statusserver.CAKey]
+	}
+	framework.Consistently(t, 3*time.Second, func() error {
+		for other, want := range theirs {
+			var cm corev1.ConfigMap
+			if err := c.Get(ctx, client.ObjectKey{Namespace: other, Name: statusserver.CAConfigMapName}, &cm); err != nil {
+				return fmt.Errorf("the user's ConfigMap in %s: %w", other, err)
+			}
+			if cm.Data[statusserver.CAKey] != want {
+				return errStr(fmt.Sprintf("the user's ConfigMap in %s was changed", other))
+			}
+		}
+		return nil
+	})
 	if err := c.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mnist"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +264,22 @@ func freeAddress(t *testing.T) string {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
+}
+
+// selfSignedPEM is a PEM CA certificate named cn.
+func selfSignedPEM(t *testing.T, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now(),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // writeServingCert writes a CA-signed serving certificate for 127.0.0.1 into

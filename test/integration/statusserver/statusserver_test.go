@@ -97,7 +97,7 @@ func startWith(t *testing.T, interval time.Duration, limits *statusserver.Limits
 		Coalescer: h.co,
 	}
 	if limits != nil {
-		handler.Auth = limits.Authorizer(reviews, env.Client)
+		handler.Auth = statusserver.NewAuthorizer(*limits, reviews, env.Client)
 		handler.Limits = limits.ClientLimits()
 	}
 	h.srv = httptest.NewTLSServer(handler.ServeMux())

@@ -12,6 +12,7 @@ package flux
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,10 +134,44 @@ func (*Flux) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorL
 			fmt.Sprintf("must be no more than %d characters on a Flux runtime: the volume %s must fit in %d characters",
 				validation.DNS1123LabelMaxLength-len(EntrypointConfigMap("")), vol, validation.DNS1123LabelMaxLength)))
 	}
-	if info.Container(NodeJob, trainer.NodeContainer) == nil {
+	c := info.Container(NodeJob, trainer.NodeContainer)
+	if c == nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
 			fmt.Sprintf("flux runtime %s %q has no replicated job %q with a %q container", info.Runtime.Kind, info.Runtime.Name,
 				NodeJob, trainer.NodeContainer)))
+		return errs
+	}
+	return append(errs, validateSettings(info, job, settings(c))...)
+}
+
+// safeSetting is what FLUX_QUEUE_POLICY and FLUX_NETWORK_DEVICE may hold:
+// the init script writes them into the broker's TOML inside a shell heredoc,
+// so a quote, a newline or a "$" must never reach it. Queue policies (fcfs,
+// easy, hybrid, conservative) and network interface names fit.
+var safeSetting = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// validateSettings checks the settings that reach the scripts, naming where
+// each bad value was set: the TrainJob's spec.trainer.env, else the runtime.
+func validateSettings(info *runtime.Info, job *trainer.TrainJob, set map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range []string{EnvQueuePolicy, EnvNetworkDevice} {
+		v := set[name]
+		if safeSetting.MatchString(v) {
+			continue
+		}
+		msg := fmt.Sprintf("%s must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration", name)
+		path, value := field.NewPath("spec", "runtimeRef", "name"), any(info.Runtime.Name)
+		if t := job.Spec.Trainer; t != nil {
+			for i, e := range t.Env {
+				if e.Name == name {
+					path, value = field.NewPath("spec", "trainer", "env").Index(i).Child("value"), e.Value
+				}
+			}
+		}
+		if path.String() == "spec.runtimeRef.name" {
+			msg = fmt.Sprintf("the runtime's %s %q: %s", name, v, msg)
+		}
+		errs = append(errs, field.Invalid(path, value, msg))
 	}
 	return errs
 }

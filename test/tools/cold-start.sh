@@ -110,13 +110,16 @@ start=$(date +%s)
 rc=0
 if [ $target = run ]; then
   if [ -n "$lock" ]; then
-    # The run target's prerequisites build everything; make run then only starts.
+    # What make run builds first runs without the lock (its recipe's prepare.sh, or at
+    # older commits its prerequisites), then make run itself, which finds it built.
     prereq=$(sed -n 's/^run: *\([^#]*\)##.*/\1/p' "$src/Makefile" | sed 's/\$(if.*//')
-    if [ -x "$src/test/tools/run-deps.sh" ]; then
-      timed "make run: build (test/tools/run-deps.sh)" env MAKE=make test/tools/run-deps.sh || rc=$?
-    else
+    if [ -x "$src/test/tools/prepare.sh" ]; then # what make run's recipe does first
+      timed "make run: build (test/tools/prepare.sh run)" env MAKE=make test/tools/prepare.sh run || rc=$?
+    elif [ -n "$prereq" ]; then
       # shellcheck disable=SC2086
       timed "make run: build (make $prereq)" make $prereq "${makevars[@]}" || rc=$?
+    else
+      echo "cold-start.sh: cannot tell what make run builds at $ref; run it without --lock" >&2; exit 2
     fi
     [ $rc -ne 0 ] || timed "make run: the rest, holding $lock" locked make run "${makevars[@]}" || rc=$?
   else

@@ -99,12 +99,20 @@ timed() {
   t0=$(date +%s.%N); cpu_now; c0=$cpu
   (cd "$src" && "$@") > >(tee -a "$results/output.log") 2>&1 || rc=$?
   cpu_now
-  awk -v l="$label" -v t0="$t0" -v t1="$(date +%s.%N)" -v c0="$c0" -v c1="$cpu" -v rc=$rc 'BEGIN {
+  local wait=0
+  if [ -f "$results/lock-wait" ]; then wait=$(cat "$results/lock-wait"); rm "$results/lock-wait"; label="$label (after $wait s waiting for the lock)"; fi
+  awk -v l="$label" -v t0="$t0" -v t1="$(date +%s.%N)" -v w="$wait" -v c0="$c0" -v c1="$cpu" -v rc=$rc 'BEGIN {
     split(c0, a, " "); split(c1, b, " ")
-    printf "%s\t%.1f\t%.1f\t%.1f\t%d\n", l, t1 - t0, b[1] - a[1], b[2] - a[2], rc }' >> "$results/phases.tsv"
+    printf "%s\t%.1f\t%.1f\t%.1f\t%d\n", l, t1 - t0 - w, b[1] - a[1], b[2] - a[2], rc }' >> "$results/phases.tsv"
   return $rc
 }
-locked() { if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi; }
+# locked CMD...: CMD holding the lock; the time it waited for it is recorded in
+# results/lock-wait (seconds) and left out of the phase's wall time.
+locked() {
+  if [ -z "$lock" ]; then "$@"; return; fi
+  local t0; t0=$(date +%s.%N)
+  flock "$lock" bash -c 'awk -v t0="$1" -v t1="$(date +%s.%N)" "BEGIN {printf \"%.1f\n\", t1 - t0}" > "$2"; shift 2; exec "$@"' _ "$t0" "$results/lock-wait" "$@"
+}
 
 start=$(date +%s)
 rc=0
@@ -134,6 +142,8 @@ else
   timed "make test" locked make test "${makevars[@]}" || rc=$?
 fi
 total=$(( $(date +%s) - start ))
+waited=$(awk -F'\t' '{ if (match($1, /after [0-9.]+ s waiting/)) { split(substr($1, RSTART + 6), w, " "); s += w[1] } } END { printf "%d", s }' "$results/phases.tsv")
+total=$((total - waited))
 kill "$sampler" 2>/dev/null || true; sampler=
 load_after=$(loadavg)
 load_mean=$(awk '{s += $1; n++} END {if (n) printf "%.2f", s / n; else print "n/a"}' "$results/load.txt")
@@ -145,7 +155,7 @@ load_mean=$(awk '{s += $1; n++} END {if (n) printf "%.2f", s / n; else print "n/
   echo "- commit $commit ($ref), fresh clone, empty GOMODCACHE and GOCACHE (scratch), Debian packages $($remove_deb && echo removed first || echo as installed)"
   echo "- machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3)"
   echo "- load average: before $load_before, mean during $load_mean (1-min, every 10 s), after $load_after"
-  echo "- exit status $rc, wall $((total / 60)) min $((total % 60)) s"
+  echo "- exit status $rc, wall $((total / 60)) min $((total % 60)) s$([ "$waited" -eq 0 ] || echo " (not counting $waited s waiting for the cluster lock)")"
   echo
   echo "| phase | wall s | user s | sys s | CPU s (user + sys) |"
   echo "|---|---:|---:|---:|---:|"

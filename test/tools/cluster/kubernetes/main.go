@@ -1,16 +1,17 @@
-// Command kubernetes serves the Kubernetes components built into it, each by its
-// own name, as single-binary distributions of Kubernetes do: one binary, linked
-// once, whose packages (client-go, apimachinery, apiserver, ...) compile once for
-// all of them (test/tools/README.md, "One binary for the Kubernetes components").
+// Command kubernetes serves the Kubernetes components built into it, and etcd,
+// each by its own name, as single-binary distributions of Kubernetes do: one
+// binary, linked once, whose packages (client-go, apimachinery, apiserver, gRPC,
+// ...) compile once for all of them (test/tools/README.md, "One binary for the
+// Kubernetes components").
 //
 // Each component is the real upstream command at the version of the module's
-// go.mod (k8s.io/kubernetes v1.37.2): the cobra command its own main package
-// builds (app.NewAPIServerCommand, ...), run as that main runs it. Which
-// components a build holds is chosen with build tags, one per component
-// (with_kube_apiserver, with_kube_controller_manager, with_kube_scheduler,
-// with_kubectl, with_kubelet, with_kube_proxy), so a binary links only what is
-// asked of it; test/tools/build.sh picks them and links the components' names
-// to the binary.
+// go.mod (k8s.io/kubernetes v1.37.2, etcd v3.7.0): the cobra command its own
+// main package builds (app.NewAPIServerCommand, ...) or etcd's etcdmain.Main, run
+// as that main runs it. Which components a build holds is chosen with build
+// tags, one per component (with_etcd, with_kube_apiserver,
+// with_kube_controller_manager, with_kube_scheduler, with_kubectl, with_kubelet,
+// with_kube_proxy), so a binary links only what is asked of it;
+// test/tools/build.sh picks them and links the components' names to the binary.
 //
 // The component is the name the binary runs under (a link named
 // kube-apiserver), or its first argument:

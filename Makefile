@@ -8,8 +8,12 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?=
 # Control-plane binaries the integration tests start (built from Go modules, see test/tools/README.md).
 K8S_TOOLS  := etcd kube-apiserver kube-controller-manager
-# Everything the local cluster (pkg/localcluster, bin/trainyard-local) runs besides the manager.
+# Everything a local cluster (pkg/localcluster, bin/trainyard-local up) can run besides
+# the manager, and kubectl. make run builds only what its cluster runs
+# (`trainyard-local run -tools`: test/tools/prepare.sh).
 CLUSTER_TOOLS := $(K8S_TOOLS) kube-scheduler kubectl kwok jobset-controller kueue-controller
+# What the local cluster's container nodes run besides (make deployed-tools, trainyard-local up --container-nodes).
+CONTAINER_NODE_TOOLS := kubelet kube-proxy coredns provisioner
 CLUSTER_DIR   := $(BIN)/cluster
 # Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
 CLUSTER_ARGS  ?= --untainted-nodes
@@ -41,8 +45,10 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: cluster-tools debian-packages $(if $(findstring -containers,$(RUN_ARGS)),deployed-tools) ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-containers: in real containers on 2 container nodes (the images of make images), RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-keep keeps the cluster.
-	@CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-initializer ./cmd/trainyard-initializer
+run: $(if $(findstring -containers,$(RUN_ARGS)),deployed-tools) ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-containers: in real containers on 2 container nodes (the images of make images), RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-kueue queues the guide's TrainJob in Kueue (admitted as one gang), RUN_ARGS=-keep keeps the cluster.
+	@# Builds Trainyard's binaries and what its cluster runs (only that), with the
+	@# Debian packages installing meanwhile; one line per step.
+	@MAKE="$(MAKE)" test/tools/prepare.sh run $(RUN_ARGS)
 	@# The process node runs the host's programs: the local runtime's initializer is this one.
 	@if [ "$$(id -u)" = 0 ]; then install -m 0755 $(BIN)/trainyard-initializer /usr/local/bin/trainyard-initializer; fi
 	$(BIN)/trainyard-local run $(RUN_ARGS)
@@ -50,12 +56,12 @@ run: cluster-tools debian-packages $(if $(findstring -containers,$(RUN_ARGS)),de
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard) and trainyard-local (the local cluster, docs/local-cluster.md) into bin/.
+build: ## Build the manager, the trainyard CLI (docs/cli.md; also as the kubectl plugin kubectl-trainyard), trainyard-local (the local cluster, docs/local-cluster.md), the process node agent trainyard-node and trainyard-initializer into bin/.
 	@# Download quietly first, so a cold build prints no `go: downloading` flood.
 	@go mod download
-	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-manager ./cmd/trainyard-manager
-	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard ./cmd/trainyard
-	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-local ./cmd/trainyard-local
+	@mkdir -p $(BIN)
+	@# One go build of the five: their packages compile once and their links overlap.
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/ ./cmd/trainyard-manager ./cmd/trainyard ./cmd/trainyard-local ./cmd/trainyard-node ./cmd/trainyard-initializer
 	@# The CLI as a kubectl plugin (`kubectl trainyard`), and the name kubectl runs to complete it.
 	ln -sf trainyard $(BIN)/kubectl-trainyard
 	ln -sf trainyard $(BIN)/kubectl_complete-trainyard
@@ -74,9 +80,8 @@ k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go mod
 	test/tools/build.sh $(K8S_BIN) $(K8S_TOOLS)
 
 .PHONY: cluster-tools
-cluster-tools: build ## Build everything the local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached), the manager and the process node agent.
+cluster-tools: build ## Build everything a local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached), the manager and the process node agent.
 	test/tools/build.sh $(K8S_BIN) $(CLUSTER_TOOLS)
-	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o $(BIN)/trainyard-node ./cmd/trainyard-node
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -111,8 +116,12 @@ verify-generated: generate ## Fail if generated files differ from what is commit
 
 ##@ Test
 
+.PHONY: test-tools
+test-tools: ## Build everything make test runs from Go modules in one pass (bin/k8s: the cluster's tools and the container nodes'; the kubernetes binary linked once), with the Debian packages (the process node's and the container nodes') installing meanwhile.
+	@MAKE="$(MAKE)" test/tools/prepare.sh tools --container-packages $(CLUSTER_TOOLS) $(CONTAINER_NODE_TOOLS)
+
 .PHONY: test
-test: verify-generated vet cluster-tools helm debian-packages deployed-tools ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster (kwok, process and container nodes; the chart as deployed), and a short fuzz pass.
+test: test-tools verify-generated vet cluster-tools helm debian-packages deployed-tools ## Run every test: unit, manifests and chart, integration on a real kube-apiserver + etcd, e2e on the local cluster (kwok, process and container nodes; the chart as deployed), and a short fuzz pass.
 	@# test/deployed_e2e after the rest: one cluster with container nodes runs per host
 	@# (pkg/localcluster), and it holds the host for minutes, longer than TestContainerNode
 	@# would wait for it beside it.
@@ -122,7 +131,7 @@ test: verify-generated vet cluster-tools helm debian-packages deployed-tools ## 
 
 .PHONY: deployed-tools
 deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet, kube-proxy, CoreDNS and volume provisioner, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
-	test/tools/build.sh $(K8S_BIN) kubelet kube-proxy coredns provisioner
+	test/tools/build.sh $(K8S_BIN) $(CONTAINER_NODE_TOOLS)
 	@$(CURDIR)/test/tools/container-node-packages.sh
 
 .PHONY: e2e-deployed

@@ -70,7 +70,7 @@ func (f *fashionCLI) get(ctx context.Context, name string) (*cli.Job, error) {
 // follow the logs, wait, report the loss curve, delete. On container nodes
 // (-containers) the nodes are 2 of 1 CPU: each container node offers this
 // machine's CPUs.
-func trainFashionMNIST(ctx context.Context, c *localcluster.Cluster, repo string, start time.Time, containers bool) int {
+func trainFashionMNIST(ctx context.Context, c *localcluster.Cluster, repo string, start time.Time, containers bool, queue string) int {
 	f := &fashionCLI{bin: filepath.Join(repo, "bin", "trainyard"), kubeconfig: c.Kubeconfig(), repo: repo}
 	if err := f.show(ctx, "runtimes"); err != nil {
 		return fail(err)
@@ -84,7 +84,11 @@ func trainFashionMNIST(ctx context.Context, c *localcluster.Cluster, repo string
 		}
 	}
 	fmt.Printf("==> %s\n", where.about)
-	args := []string{"train", "--runtime", fashionRuntime, "--num-nodes", strconv.Itoa(where.nodes), "--resources", where.resources, fashionScript}
+	args := []string{"train", "--runtime", fashionRuntime, "--num-nodes", strconv.Itoa(where.nodes), "--resources", where.resources}
+	if queue != "" {
+		args = append(args, "--queue", queue) // Kueue admits it as one gang (-kueue)
+	}
+	args = append(args, fashionScript)
 	fmt.Printf("==> trainyard %s\n", strings.Join(args, " "))
 	cmd := f.cmd(ctx, args...)
 	cmd.Stderr = os.Stderr

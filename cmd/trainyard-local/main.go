@@ -10,7 +10,8 @@
 //	                       [--no-manager] [--timeout D]
 //	trainyard-local down   [--state-dir DIR]
 //	trainyard-local status [--state-dir DIR]
-//	trainyard-local run    [-quick] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+//	trainyard-local run    [-quick | -containers] [-kueue] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+//	trainyard-local run    -tools [RUN FLAGS]   (what make run builds: the cluster's binaries)
 //	trainyard-local --version
 //
 // up, down and status share the state directory, which defaults to bin/cluster
@@ -177,19 +178,7 @@ func up(args []string) error {
 	}
 	fmt.Printf("Local cluster up in %.1fs (state and logs in %s).\n", time.Since(start).Seconds(), stateDir)
 	fmt.Printf("kubeconfig: %s\n", c.Kubeconfig())
-	kubectl := "kubectl"
-	if bins, err := localcluster.Binaries(localcluster.Options{}); err == nil {
-		for _, b := range bins {
-			if filepath.Base(b) == "kubectl" {
-				if rel, err := filepath.Rel(mustGetwd(), b); err == nil && !strings.HasPrefix(rel, "..") {
-					kubectl = rel
-				} else {
-					kubectl = b
-				}
-			}
-		}
-	}
-	fmt.Printf("Try:        %s --kubeconfig %s get nodes\n", kubectl, c.Kubeconfig())
+	fmt.Printf("Try:        %s --kubeconfig %s get nodes\n", kubectlPath(), c.Kubeconfig())
 	fmt.Printf("Stop with:  make cluster-down\n")
 	return nil
 }
@@ -242,6 +231,24 @@ func installContainerNodePackages() error {
 		return fmt.Errorf("%s: %w", localcluster.ContainerNodePackagesScript, err)
 	}
 	return nil
+}
+
+// kubectlPath is bin/k8s/kubectl (make cluster-tools builds it), relative to the
+// working directory when it is below it, else kubectl from PATH.
+func kubectlPath() string {
+	wd := mustGetwd()
+	repo, err := localcluster.FindRepoDir(wd)
+	if err != nil {
+		return "kubectl"
+	}
+	b := filepath.Join(repo, "bin", "k8s", "kubectl")
+	if _, err := os.Stat(b); err != nil {
+		return "kubectl"
+	}
+	if rel, err := filepath.Rel(wd, b); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return b
 }
 
 func mustGetwd() string {

@@ -42,8 +42,9 @@ const (
 // runCommand is `trainyard-local run`, which is `make run`: Trainyard's whole
 // flow, for real, on this machine with no cluster and no container runtime. It
 // starts the local cluster of pkg/localcluster (etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, the JobSet, Kueue and Trainyard
-// controllers) with one process node, whose agent
+// kube-controller-manager, kube-scheduler, the JobSet and Trainyard
+// controllers; no Kueue, which the guide does not use, and no kwok, as there
+// are no kwok nodes) with one process node, whose agent
 // (cmd/trainyard-node) runs pods as processes of this machine, each in its own
 // network, mount and PID namespaces.
 //
@@ -57,14 +58,19 @@ const (
 // torch-distributed) instead and streams its logs. With -containers the same
 // guide runs in real containers on 2 container nodes instead of the process
 // node: the initializer and torch images of make images, imported into each
-// node. It exits 0 once the TrainJob is Complete, non-zero with the TrainJob's
-// reason otherwise.
+// node. With -kueue the cluster also runs Kueue, and the guide's TrainJob is
+// submitted to a LocalQueue (kueue.go), which admits it as one gang. It exits
+// 0 once the TrainJob is Complete, non-zero with the TrainJob's reason otherwise.
 //
-// Usage: trainyard-local run [-quick | -containers] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+// Usage: trainyard-local run [-quick | -containers] [-kueue] [-keep] [-timeout 15m] [-state-dir bin/cluster]
 // (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods
 // run the host's torchrun and torchvision (Debian's python3-torch and
 // python3-torchvision, which `make run` installs, with dataset-fashion-mnist) and
 // trainyard-initializer (which `make run` installs in /usr/local/bin).
+//
+// trainyard-local run -tools [FLAGS] prints the test/tools/build.sh targets that
+// run with those flags needs, one per line (localcluster.Binaries of the
+// cluster it starts): make run builds those and nothing else.
 func runCommand(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	containers := fs.Bool("containers", false, "train Fashion-MNIST in real containers on 2 container nodes (the images of make images) instead of on a process node")
@@ -72,11 +78,74 @@ func runCommand(args []string) int {
 	keep := fs.Bool("keep", false, "keep the cluster running afterwards (stop it with `make cluster-down`)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	stateDir := fs.String("state-dir", "", "state directory of the cluster (default: bin/cluster in the repository)")
+	kueue := fs.Bool("kueue", false, "also run Kueue (built on first use) and submit the guide's TrainJob to a LocalQueue with the process node's quota: Kueue admits it as one gang")
+	tools := fs.Bool("tools", false, "print the test/tools/build.sh targets run with these flags needs, one per line, and exit (make run builds those)")
 	_ = fs.Parse(args)
-	return run(*quick, *containers, *keep, *timeout, *stateDir)
+	rf := runFlags{quick: *quick, containers: *containers, keep: *keep, kueue: *kueue}
+	if *tools {
+		return printTools(rf)
+	}
+	return run(rf, *timeout, *stateDir)
 }
 
-func run(quick, containers, keep bool, timeout time.Duration, stateDir string) int {
+// runFlags are run's choices of what to train where.
+type runFlags struct {
+	quick, containers, keep, kueue bool
+}
+
+// runOptions is the cluster run starts (Up fills in the rest).
+func runOptions(repo, stateDir string, f runFlags) localcluster.Options {
+	o := localcluster.Options{
+		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: f.keep,
+		NoKueue:  !f.kueue,  // the guide queues nothing unless asked
+		Progress: os.Stdout, // and the runtimes a real install has (localcluster.LocalRuntimes)
+	}
+	if f.containers {
+		o.ProcessNodes, o.ContainerNodes = 0, 2
+	}
+	return o
+}
+
+// printTools prints runTools, one per line.
+func printTools(f runFlags) int {
+	wd, _ := os.Getwd()
+	repo, err := localcluster.FindRepoDir(wd)
+	if err != nil {
+		return fail(err)
+	}
+	tools, err := runTools(repo, f)
+	if err != nil {
+		return fail(err)
+	}
+	for _, t := range tools {
+		fmt.Println(t)
+	}
+	return 0
+}
+
+// runTools are the build.sh targets of what run starts: the binaries under
+// bin/k8s of its cluster (the manager and the node agent are make build's),
+// and kubectl with -keep, whose commands it suggests.
+func runTools(repo string, f runFlags) ([]string, error) {
+	bins, err := localcluster.Binaries(runOptions(repo, filepath.Join(repo, "bin", "cluster"), f))
+	if err != nil {
+		return nil, err
+	}
+	var tools []string
+	binDir := filepath.Join(repo, "bin", "k8s")
+	for _, b := range bins {
+		if filepath.Dir(b) == binDir {
+			tools = append(tools, filepath.Base(b))
+		}
+	}
+	if f.keep {
+		tools = append(tools, "kubectl")
+	}
+	return tools, nil
+}
+
+func run(f runFlags, timeout time.Duration, stateDir string) int {
+	quick, containers, keep := f.quick, f.containers, f.keep
 	start := time.Now()
 	wd, _ := os.Getwd()
 	repo, err := localcluster.FindRepoDir(wd)
@@ -92,6 +161,9 @@ func run(quick, containers, keep bool, timeout time.Duration, stateDir string) i
 	if quick && containers {
 		return fail(errors.New("-quick runs on the process node only"))
 	}
+	if quick && f.kueue {
+		return fail(errors.New("-kueue queues the guide's TrainJob, not -quick's"))
+	}
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil && !containers {
 		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
 	}
@@ -106,13 +178,10 @@ func run(quick, containers, keep bool, timeout time.Duration, stateDir string) i
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	o := localcluster.Options{
-		StateDir: stateDir, RepoDir: repo, ProcessNodes: 1, Detach: keep,
-		Progress: os.Stdout, // and the runtimes a real install has (localcluster.LocalRuntimes)
-	}
+	o := runOptions(repo, stateDir, f)
 	nodes := "a process node"
 	if containers {
-		o.ProcessNodes, o.ContainerNodes, nodes = 0, 2, "2 container nodes"
+		nodes = "2 container nodes"
 	}
 	fmt.Printf("==> Starting a local cluster with %s (state and logs in %s)\n", nodes, rel(wd, stateDir))
 	c, err := localcluster.Up(ctx, o)
@@ -140,7 +209,16 @@ func run(quick, containers, keep bool, timeout time.Duration, stateDir string) i
 				return fail(err)
 			}
 		}
-		return trainFashionMNIST(ctx, c, repo, start, containers)
+		queue := ""
+		if f.kueue {
+			about, err := setUpQueue(ctx, c)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Printf("==> Kueue: %s\n", about)
+			queue = runQueue
+		}
+		return trainFashionMNIST(ctx, c, repo, start, containers, queue)
 	}()
 	if keep {
 		kubectl := rel(wd, filepath.Join(repo, "bin", "k8s", "kubectl"))
@@ -162,9 +240,9 @@ func trainMNIST(ctx context.Context, c *localcluster.Cluster, repo string, start
 		return fail(err)
 	}
 	fmt.Printf("==> kubectl apply -k %s (ConfigMap mnist-script from mnist.py, TrainJob %s)\n", exampleDir, jobName)
-	out, err := exec.CommandContext(ctx, filepath.Join(repo, "bin", "k8s", "kubectl"), "kustomize", filepath.Join(repo, exampleDir)).Output()
+	out, err := localcluster.Kustomize(filepath.Join(repo, exampleDir)) // what kubectl -k renders
 	if err != nil {
-		return fail(fmt.Errorf("kubectl kustomize %s: %w", exampleDir, err))
+		return fail(err)
 	}
 	objs, err := decodeYAML(out)
 	if err != nil {

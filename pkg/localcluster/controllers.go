@@ -63,6 +63,9 @@ func (c *Cluster) StartManager(ctx context.Context) error {
 // is down, so that pods, Jobs, JobSets and TrainJobs can still be created meanwhile,
 // and registered again once it is ready.
 func (c *Cluster) RestartKueue(ctx context.Context, frameworks []string) error {
+	if c.o.NoKueue {
+		return errors.New("this cluster runs no Kueue (Options.NoKueue)")
+	}
 	if frameworks == nil {
 		frameworks = DefaultKueueFrameworks
 	}

@@ -11,7 +11,7 @@ import (
 func TestGangSchedulerBinaries(t *testing.T) {
 	base := Options{RepoDir: "/repo", BinDir: "/bin/k8s", ManagerBinary: "/bin/manager"}
 	plain := []string{"/bin/k8s/etcd", "/bin/k8s/kube-apiserver", "/bin/k8s/kube-controller-manager",
-		"/bin/k8s/kube-scheduler", "/bin/k8s/kubectl", "/bin/k8s/kwok", "/bin/k8s/jobset-controller",
+		"/bin/k8s/kube-scheduler", "/bin/k8s/jobset-controller", "/bin/k8s/kwok",
 		"/bin/k8s/kueue-controller", "/bin/manager"}
 	cases := map[string]struct {
 		gang string

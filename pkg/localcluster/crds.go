@@ -13,9 +13,9 @@ import (
 func (c *Cluster) caBundle() ([]byte, error) { return os.ReadFile(c.pki.caCert()) }
 
 // renderCRDs reads JobSet's CRD (module zip), Kueue's CRDs (rendered with kustomize,
-// whose patches add the conversion webhook, rewritten to a loopback URL) and
-// Trainyard's (unless Options.ExternalManager).
-func (c *Cluster) renderCRDs(ctx context.Context) error {
+// whose patches add the conversion webhook, rewritten to a loopback URL; unless
+// Options.NoKueue) and Trainyard's (unless Options.ExternalManager).
+func (c *Cluster) renderCRDs() error {
 	ca, err := c.caBundle()
 	if err != nil {
 		return err
@@ -24,17 +24,19 @@ func (c *Cluster) renderCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rendered, err := kustomize(ctx, c.bin("kubectl"), filepath.Join(c.kueueDir, "config", "components", "crd"))
-	if err != nil {
-		return err
-	}
-	kueueObjs, err := decodeYAML(rendered)
-	if err != nil {
-		return err
-	}
-	kueue, err := localConversion(kueueObjs, webhookClientConfig{port: c.ports.KueueWebhook, caBundle: ca})
-	if err != nil {
-		return err
+	var kueue []*unstructured.Unstructured
+	if !c.o.NoKueue {
+		rendered, err := Kustomize(filepath.Join(c.kueueDir, "config", "components", "crd"))
+		if err != nil {
+			return err
+		}
+		kueueObjs, err := decodeYAML(rendered)
+		if err != nil {
+			return err
+		}
+		if kueue, err = localConversion(kueueObjs, webhookClientConfig{port: c.ports.KueueWebhook, caBundle: ca}); err != nil {
+			return err
+		}
 	}
 	var trainyard []*unstructured.Unstructured
 	if !c.o.ExternalManager { // the chart or overlay under test brings them

@@ -16,6 +16,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // moduleDir returns the directory of module mod (e.g. sigs.k8s.io/kueue) in the
@@ -39,15 +41,19 @@ func moduleDir(ctx context.Context, goModDir, mod string) (string, error) {
 	return info.Dir, nil
 }
 
-// kustomize renders a kustomization directory with the kustomize built into kubectl.
-func kustomize(ctx context.Context, kubectl, dir string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", dir)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+// Kustomize renders a kustomization directory as `kubectl kustomize` does: with
+// the same kustomize (sigs.k8s.io/kustomize/api, which k8s.io/cli-runtime and so
+// the trainyard CLI link anyway) and the options kubectl gives it, in this
+// process, so that a cluster needs no kubectl to render JobSet's and Kueue's
+// manifests (make run builds none).
+func Kustomize(dir string) ([]byte, error) {
+	o := krusty.MakeDefaultOptions()
+	o.Reorder = krusty.ReorderOptionLegacy
+	m, err := krusty.MakeKustomizer(o).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
-	return out.Bytes(), nil
+	return m.AsYaml()
 }
 
 // decodeYAML splits a multi-document YAML stream into objects, skipping empty documents.

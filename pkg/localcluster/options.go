@@ -20,8 +20,8 @@ type Options struct {
 	// RepoDir is the root of the trainyard module; default: found upwards from the
 	// working directory.
 	RepoDir string
-	// BinDir holds etcd, kube-*, kubectl, kwok, jobset-controller, kueue-controller;
-	// default RepoDir/bin/k8s.
+	// BinDir holds etcd, kube-*, kwok, jobset-controller, kueue-controller (and
+	// kubectl, which the cluster does not run); default RepoDir/bin/k8s.
 	BinDir string
 	// ManagerBinary is the Trainyard manager; default RepoDir/bin/trainyard-manager.
 	ManagerBinary string
@@ -48,6 +48,11 @@ type Options struct {
 	// that lists the GPUs they advertise (tests give a fake one); "" leaves
 	// the agent's default, nvidia-smi if the machine has one.
 	ProcessNodeNvidiaSMI string
+	// NoKueue runs no Kueue: no kueue-controller, and none of its CRDs, webhook
+	// configurations or namespace (make run's guide queues nothing, so it needs
+	// none of it, nor the build of it). The manager runs as on a cluster without
+	// Kueue.
+	NoKueue bool
 	// KueueFrameworks are Kueue's integrations.frameworks; nil means DefaultKueueFrameworks.
 	KueueFrameworks []string
 	// KueueConcurrency, when positive, is the number of workers of Kueue's TrainJob
@@ -117,14 +122,22 @@ const (
 	GangSchedulerVolcano      = "volcano"
 )
 
-// Binaries returns the paths of every binary a cluster with these options runs.
+// Binaries returns the paths of every binary a cluster with these options runs:
+// what Up checks before it starts, and what `trainyard-local run -tools` tells
+// make run to build (nothing else).
 func Binaries(o Options) ([]string, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
 	var bins []string
-	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, "kubectl", Kwok, JobSet, Kueue} {
+	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, JobSet} {
 		bins = append(bins, filepath.Join(o.BinDir, b))
+	}
+	if o.kwokNodes() > 0 {
+		bins = append(bins, filepath.Join(o.BinDir, Kwok))
+	}
+	if !o.NoKueue {
+		bins = append(bins, filepath.Join(o.BinDir, Kueue))
 	}
 	if !o.ExternalManager {
 		bins = append(bins, o.ManagerBinary)
@@ -246,6 +259,9 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
+
+// kwokNodes is the number of kwok nodes: kwok runs only for them.
+func (o Options) kwokNodes() int { return o.CPUNodes + o.GPUNodes }
 
 // readyMessage is the progress line of a cluster that is up: what it installed.
 func (o Options) readyMessage() string {

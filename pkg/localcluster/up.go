@@ -177,8 +177,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.sup.start(Kwok, c.kwokArgs(), false); err != nil {
-		return nil, err
+	if c.o.kwokNodes() > 0 { // kwok manages only the kwok nodes
+		if _, err := c.sup.start(Kwok, c.kwokArgs(), false); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.startProcessNodes(ctx); err != nil {
 		return nil, err
@@ -186,13 +188,17 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.startContainerNodes(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.createNamespaces(ctx, KueueNamespace, ManagerNamespace); err != nil {
+	namespaces := []string{ManagerNamespace}
+	if !c.o.NoKueue {
+		namespaces = append(namespaces, KueueNamespace)
+	}
+	if err := c.createNamespaces(ctx, namespaces...); err != nil {
 		return nil, err
 	}
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
 	}
-	c.progress("kube-controller-manager, kube-scheduler, kwok, %d process node(s), %d container node(s) started; namespaces and nodes created", c.o.ProcessNodes, c.o.ContainerNodes)
+	c.progress("kube-controller-manager, kube-scheduler, %d kwok node(s), %d process node(s), %d container node(s) started; namespaces and nodes created", c.o.kwokNodes(), c.o.ProcessNodes, c.o.ContainerNodes)
 	if err := c.installCRDs(ctx); err != nil {
 		return nil, err
 	}
@@ -216,7 +222,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 
 	// 4. The controllers, in parallel; each one's webhook configurations are
 	// registered only once its webhook server is up (they fail closed).
-	starters := []func(context.Context) error{c.startJobSet, c.startKueue}
+	starters := []func(context.Context) error{c.startJobSet}
+	if !c.o.NoKueue {
+		starters = append(starters, c.startKueue)
+	}
 	if !c.o.ExternalManager {
 		starters = append(starters, c.StartManager)
 	}
@@ -270,20 +279,24 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	// JobSet and kwok share the cluster module, Kueue has its own.
 	tools := filepath.Join(c.o.RepoDir, "test", "tools")
 	var err error
-	if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "kueue"), "sigs.k8s.io/kueue"); err != nil {
-		return err
+	if !c.o.NoKueue {
+		if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "kueue"), "sigs.k8s.io/kueue"); err != nil {
+			return err
+		}
 	}
 	if c.jobsetDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/jobset"); err != nil {
 		return err
 	}
-	if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kwok"); err != nil {
-		return err
+	if c.o.kwokNodes() > 0 {
+		if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kwok"); err != nil {
+			return err
+		}
 	}
 	var wg sync.WaitGroup
 	var crdErr, whErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); crdErr = c.renderCRDs(ctx) }()
-	go func() { defer wg.Done(); whErr = c.prepareWebhookConfigs(ctx) }()
+	go func() { defer wg.Done(); crdErr = c.renderCRDs() }()
+	go func() { defer wg.Done(); whErr = c.prepareWebhookConfigs() }()
 	wg.Wait()
 	if crdErr == nil && c.o.GangScheduler == GangSchedulerVolcano {
 		crdErr = c.prepareVolcano(ctx)
@@ -292,5 +305,12 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		crdErr = c.prepareCoscheduling(ctx)
 	}
 	c.progress("manifests rendered")
-	return errors.Join(crdErr, whErr, c.writeKwokStages(), c.writeJobSetConfig(), c.writeKueueConfig(c.o.KueueFrameworks))
+	errs := []error{crdErr, whErr, c.writeJobSetConfig()}
+	if c.o.kwokNodes() > 0 {
+		errs = append(errs, c.writeKwokStages())
+	}
+	if !c.o.NoKueue {
+		errs = append(errs, c.writeKueueConfig(c.o.KueueFrameworks))
+	}
+	return errors.Join(errs...)
 }

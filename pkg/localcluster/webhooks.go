@@ -11,20 +11,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// prepareWebhookConfigs renders the three projects' webhook configurations, pointed
-// at their servers on 127.0.0.1 and renamed apart (controller-gen gives every project
-// the same names).
-func (c *Cluster) prepareWebhookConfigs(ctx context.Context) error {
+// prepareWebhookConfigs renders the three projects' webhook configurations (Kueue's
+// unless Options.NoKueue), pointed at their servers on 127.0.0.1 and renamed apart
+// (controller-gen gives every project the same names).
+func (c *Cluster) prepareWebhookConfigs() error {
 	ca, err := c.caBundle()
 	if err != nil {
 		return err
 	}
-	kubectl := c.bin("kubectl")
-	jsRendered, err := kustomize(ctx, kubectl, filepath.Join(c.jobsetDir, "config", "components", "webhook"))
-	if err != nil {
-		return err
+	type source struct {
+		component, prefix string
+		data              []byte
+		port              int
 	}
-	kqRendered, err := kustomize(ctx, kubectl, filepath.Join(c.kueueDir, "config", "components", "webhook"))
+	jsRendered, err := Kustomize(filepath.Join(c.jobsetDir, "config", "components", "webhook"))
 	if err != nil {
 		return err
 	}
@@ -32,15 +32,15 @@ func (c *Cluster) prepareWebhookConfigs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, x := range []struct {
-		component, prefix string
-		data              []byte
-		port              int
-	}{
-		{JobSet, "jobset-", jsRendered, c.ports.JobSetWebhook},
-		{Kueue, "kueue-", kqRendered, c.ports.KueueWebhook},
-		{Manager, "trainyard-", tyRaw, c.ports.ManagerWebhook},
-	} {
+	sources := []source{{JobSet, "jobset-", jsRendered, c.ports.JobSetWebhook}, {Manager, "trainyard-", tyRaw, c.ports.ManagerWebhook}}
+	if !c.o.NoKueue {
+		kqRendered, err := Kustomize(filepath.Join(c.kueueDir, "config", "components", "webhook"))
+		if err != nil {
+			return err
+		}
+		sources = append(sources, source{Kueue, "kueue-", kqRendered, c.ports.KueueWebhook})
+	}
+	for _, x := range sources {
 		objs, err := decodeYAML(x.data)
 		if err != nil {
 			return fmt.Errorf("%s webhooks: %w", x.component, err)

@@ -85,8 +85,8 @@ func TestVersionFlag(t *testing.T) {
 }
 
 // goBuild matches a go build command line and captures its flags and its
-// package: the last field.
-var goBuild = regexp.MustCompile(`go build (.*) (\./\S+)$`)
+// packages: the last fields that are relative package paths.
+var goBuild = regexp.MustCompile(`go build (.*?)((?: \./\S+)+)$`)
 
 // TestBuildsStampVersion checks that every go build of the Makefile and the
 // Dockerfile that makes one of the binaries passes the linker flags that set
@@ -115,12 +115,17 @@ func TestBuildsStampVersion(t *testing.T) {
 			// A shell line may hold several commands (cmd && cmd).
 			for _, cmd := range strings.Split(line, "&&") {
 				m := goBuild.FindStringSubmatch(strings.TrimSpace(cmd))
-				if m == nil || !isBinary(m[2]) {
+				if m == nil {
 					continue
 				}
-				built[m[2]] = true
-				if !strings.Contains(m[1], ldflags) {
-					t.Errorf("%s builds %s without %s: %s", file, m[2], ldflags, strings.TrimSpace(cmd))
+				for _, pkg := range strings.Fields(m[2]) {
+					if !isBinary(pkg) {
+						continue
+					}
+					built[pkg] = true
+					if !strings.Contains(m[1], ldflags) {
+						t.Errorf("%s builds %s without %s: %s", file, pkg, ldflags, strings.TrimSpace(cmd))
+					}
 				}
 			}
 		}

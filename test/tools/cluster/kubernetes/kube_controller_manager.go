@@ -1,0 +1,17 @@
+//go:build with_kube_controller_manager
+
+package main
+
+import (
+	_ "time/tzdata" // as cmd/kube-controller-manager: time zones for CronJobs
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // the JSON log format
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go's metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // the version metric
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func init() {
+	components["kube-controller-manager"] = func() int { return cli.Run(app.NewControllerManagerCommand()) }
+}

@@ -38,13 +38,10 @@ type Reconciler struct {
 	// writes, whatever clock decides deadlines).
 	delays Delays
 	wall   clock.PassiveClock
-	held   held
-	// expected are children created by a pass that the cache has not shown
-	// yet (timed by wall).
-	expected expected
-	// taken are, per job, the keys of children whose create was refused
-	// (AlreadyExists): observe reads what holds each name.
-	taken taken
+	// memory is what the reconciler remembers of each job between passes
+	// (held status changes and events, children expected in the cache,
+	// taken names), timed by wall; forget drops a job's.
+	memory memory
 	// decide replaces Decide when set (a test decides for its adapter).
 	decide func(Adapter, client.Object, *observe.Observed, Sync, time.Time) Decision
 }
@@ -65,14 +62,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := r.adapter.New()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.held.forget(req.NamespacedName)
-			r.expected.forget(req.NamespacedName)
-			r.taken.forget(req.NamespacedName)
+			r.memory.forget(req.NamespacedName) // the job is gone
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
-		r.held.forget(req.NamespacedName)
+		r.memory.forget(req.NamespacedName) // going, or another controller's
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -82,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if wait := r.expected.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
+	if wait := r.memory.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
 		// Children an earlier pass created are not in the cache yet: their
 		// creation events bring the next pass (the requeue is a fallback).
 		log.V(3).Info("Waiting for the cache to show created children", "wait", wait)
@@ -97,8 +92,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case p != nil:
 		sync.Planned = true
 		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children, obs.Taken)
-		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
-		r.taken.refused(req.NamespacedName, sync.Err)
+		r.memory.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
+		r.memory.refused(req.NamespacedName, sync.Err)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
 		}
@@ -117,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	d := decide(r.adapter, job, obs, sync, now)
 	if deferred, wait := r.deferStatus(req.NamespacedName, d); deferred {
 		r.recordSync(job, sync, now)
-		r.held.holdEvents(req.NamespacedName, d.SyncEvents) // they go out with the status (see held)
+		r.memory.holdEvents(req.NamespacedName, d.SyncEvents) // they go out with the status (see held)
 		log.V(3).Info("Status deferred", "bound", wait)
 		requeue := d.Requeue
 		if wait > 0 && (requeue == 0 || wait < requeue) {
@@ -139,18 +134,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
 	if deleted {
-		r.held.forget(req.NamespacedName)
+		r.memory.forget(req.NamespacedName) // deleted by its TTL
 		return ctrl.Result{}, nil
 	}
 	if err := r.writeStatus(ctx, job, d.Job); err != nil {
 		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
-	r.held.done(req.NamespacedName)
+	r.memory.done(req.NamespacedName)
 	r.recordSync(job, sync, now)
 	if rec, ok := r.adapter.(Recorder); ok {
 		rec.RecordStatus(job, d.Job, now)
 	}
-	r.sendEvents(job, r.held.takeEvents(req.NamespacedName))
+	r.sendEvents(job, r.memory.takeEvents(req.NamespacedName))
 	r.sendEvents(job, d.SyncEvents)
 	r.sendEvents(job, d.Events)
 	if d.Retry != nil {

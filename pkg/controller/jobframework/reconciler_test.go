@@ -80,12 +80,12 @@ func TestDeferredSyncEvents(t *testing.T) {
 
 	// Held, then the job goes: nothing is sent for it, nor kept.
 	a.status = deferring
-	f.r.held.holdEvents(req.NamespacedName, []Event{{Type: corev1.EventTypeNormal, Reason: "Old", Action: "Run", Message: "stale"}})
+	f.r.memory.holdEvents(req.NamespacedName, []Event{{Type: corev1.EventTypeNormal, Reason: "Old", Action: "Run", Message: "stale"}})
 	if err := f.r.client.Delete(context.Background(), trainJob()); err != nil {
 		t.Fatal(err)
 	}
 	pass()
-	if evs := f.r.held.takeEvents(req.NamespacedName); len(evs) != 0 {
+	if evs := f.r.memory.takeEvents(req.NamespacedName); len(evs) != 0 {
 		t.Errorf("events kept for a job that is gone: %v", evs)
 	}
 }

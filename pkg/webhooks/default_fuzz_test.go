@@ -90,8 +90,8 @@ func FuzzDefaultTrainJob(f *testing.F) {
 				t.Fatalf("runtimePatches[%d] (manager %q) has no time after Default on %s", i, p.Manager, req.Operation)
 			}
 		}
-		before := errorKeys(append(validation.ValidateTrainJob(old, &job), validation.ValidateAgainstRuntime(fw, rt, old, &job)...))
-		after := errorKeys(append(validation.ValidateTrainJob(old, once), validation.ValidateAgainstRuntime(fw, rt, old, once)...))
+		before := errorKeys(append(validation.ValidateTrainJob(old, &job), validation.ValidateAgainstRuntime(fw, rt, &job)...))
+		after := errorKeys(append(validation.ValidateTrainJob(old, once), validation.ValidateAgainstRuntime(fw, rt, once)...))
 		if diff := cmp.Diff(before, after); diff != "" {
 			t.Fatalf("Default changed what validation finds (-before +after):\n%s", diff)
 		}

@@ -146,13 +146,13 @@ func (v *TrainJobValidator) againstRuntime(ctx context.Context, oldJob, job *tra
 	case err != nil:
 		return field.ErrorList{field.InternalError(ref, err)}
 	}
-	errs := validation.ValidateAgainstRuntime(v.Framework, rt, oldJob, job)
+	errs := validation.ValidateAgainstRuntime(v.Framework, rt, job)
 	if len(errs) > 0 {
 		return errs
 	}
 	// Checks that need a lookup run here, where there is a client (plugins
 	// are pure).
-	return validation.ValidateLookups(ctx, v.Client, job, rt)
+	return validation.ValidateLookups(ctx, v.Client, runtime.TrainJobRequest(job), rt)
 }
 
 func ours(job *trainer.TrainJob) bool {

@@ -76,7 +76,7 @@ func (*Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object
 	in := &inputs{}
 	in.rt, in.err = runtimeFor(ctx, r, job, obs)
 	if in.err == nil && obs.JobSet(job.Name) == nil {
-		in.lookups = validation.ValidateLookups(ctx, r, job, in.rt)
+		in.lookups = validation.ValidateLookups(ctx, r, runtime.TrainJobRequest(job), in.rt)
 	}
 	obs.Inputs = in
 	return nil
@@ -130,7 +130,7 @@ func (a *Adapter) Render(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Plan
 	if errs := validation.ValidateTrainJob(nil, job); len(errs) > 0 {
 		return nil, &framework.InvalidError{Errs: errs}
 	}
-	p, err := a.Framework.Build(job, rt)
+	p, err := a.Framework.Build(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		return nil, err
 	}

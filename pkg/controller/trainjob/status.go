@@ -20,7 +20,6 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	jobsetplugin "github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // pass collects what one Status call decides.
@@ -75,7 +74,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	// 1. A finished job only follows its JobSet's counts; it never gets a new
 	// one. Past its TTL it is deleted, and its JobSet with it.
 	if finished(status) {
-		a.Framework.Status(job, obs, status)
+		followJobSet(status, a.Framework.Status(job.Name, obs))
 		summarize(job, js, obs, status, now, nil)
 		if js == nil {
 			// As upstream, a missing JobSet changes nothing once the job is
@@ -115,16 +114,15 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 	wasComplete := condTrue(status, trainer.TrainJobComplete)
 	wasFailed := condTrue(status, trainer.TrainJobFailed)
-	a.Framework.Status(job, after, status)
+	facts := a.Framework.Status(job.Name, after)
+	followJobSet(status, facts)
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobComplete); !wasComplete && c != nil && c.Status == metav1.ConditionTrue {
 		p.event(corev1.EventTypeNormal, EventCompleted, "Complete", "TrainJob completed: %s", c.Message)
 	}
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed); !wasFailed && c != nil && c.Status == metav1.ConditionTrue {
 		p.event(corev1.EventTypeWarning, EventFailed, "Fail", "TrainJob failed (%s): %s", c.Reason, c.Message)
 	}
-	summarize(job, after.JobSet(job.Name), after, status, now, func() (string, string, bool) {
-		return a.Framework.GangWaiting(job, after)
-	})
+	summarize(job, after.JobSet(job.Name), after, status, now, facts.Gang)
 	p.restarts(after.JobSet(job.Name))
 	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
 		p.event(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
@@ -198,9 +196,54 @@ func (p *pass) expire() {
 	p.out.Requeue = left
 }
 
-// finishedJobSet reports whether the JobSet completed or failed (the JobSet
-// plugin's rule, which also sets the job's terminal condition from it).
+// finishedJobSet reports whether the JobSet completed or failed.
 func finishedJobSet(js *jobsetv1alpha2.JobSet) bool {
-	_, ok := jobsetplugin.Finished(js)
+	_, ok := observe.Finished(js)
 	return ok
+}
+
+// followJobSet puts what the status plugins read of the JobSet into the
+// status: how it finished into Complete or Failed (reason and message
+// verbatim), and its replicated jobs' counts into jobsStatus, in the
+// JobSet's order.
+func followJobSet(status *trainer.TrainJobStatus, facts framework.Facts) {
+	if f := facts.Finished; f != nil {
+		t := trainer.TrainJobComplete
+		if f.Failed {
+			t = trainer.TrainJobFailed
+		}
+		setTerminal(status, t, f)
+	}
+	if facts.Jobs == nil {
+		return // no JobSet: the counts stay as they were
+	}
+	status.JobsStatus = nil
+	for _, c := range facts.Jobs {
+		status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{
+			Name:      c.Name,
+			Ready:     ptr.To(c.Ready),
+			Succeeded: ptr.To(c.Succeeded),
+			Failed:    ptr.To(c.Failed),
+			Active:    ptr.To(c.Active),
+			Suspended: ptr.To(c.Suspended),
+		})
+	}
+}
+
+// setTerminal sets a terminal condition from how the JobSet finished, once:
+// the first terminal condition stays as first observed.
+func setTerminal(status *trainer.TrainJobStatus, condType string, f *observe.Finish) {
+	for _, c := range status.Conditions {
+		if (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) && c.Status == metav1.ConditionTrue {
+			return
+		}
+	}
+	c := metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: f.Reason, Message: f.Message, LastTransitionTime: f.Time}
+	for k := range status.Conditions {
+		if status.Conditions[k].Type == condType {
+			status.Conditions[k] = c
+			return
+		}
+	}
+	status.Conditions = append(status.Conditions, c)
 }

@@ -8,24 +8,21 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
+	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 )
 
 // Plugins are the PyTorchJob pipeline's plugins, in the order they run: the
-// Services and the shared JobSet plugin (build point; the Services come first
-// in the plan, so that they exist before any pod looks its master up). v1's
-// environment is part of the runtime conversion (ToRuntime). The TrainJob
-// plugins for resources, torch and gang scheduling are not used: a PyTorchJob
-// brings complete pod templates, v1's environment replaces the torch
-// plugin's, and Kueue queues the PyTorchJob itself, never its JobSet.
+// Services, then the plugins of every kind that brings complete pod
+// templates (plugins.ForPodTemplates: the gang schedulers' PodGroups and the
+// JobSet). The Services come first in the plan, so that they exist before any
+// pod looks its master up. v1's environment is part of the runtime
+// conversion (ToRuntime).
 //
 // The coscheduling and Volcano plugins build the gang's PodGroup when the
 // manager runs PyTorchJobs under a gang scheduler (see GangScheduler): they
 // act only on runtimes that ask for one.
 func Plugins() []framework.Plugin {
-	return []framework.Plugin{NewServicesPlugin(), coscheduling.New(), volcano.New(), jobset.New()}
+	return append([]framework.Plugin{NewServicesPlugin()}, plugins.ForPodTemplates()...)
 }
 
 // NewFramework returns the PyTorchJob pipeline, built once by its controller.
@@ -54,15 +51,12 @@ func BuildWithGang(fw *framework.Framework, job *kubeflowv1.PyTorchJob, gs GangS
 		return nil, fmt.Errorf("converting PyTorchJob %s: %w", job.Name, err)
 	}
 	withGang(rt, job, gs)
-	p, err := fw.Build(ToTrainJob(job), rt)
+	p, err := fw.Build(ToRequest(job, gs), rt)
 	if err != nil {
 		return nil, err
 	}
 	if p.JobSet() == nil {
 		return nil, fmt.Errorf("pipeline returned no JobSet")
-	}
-	if err := applySchedulingPolicy(p, job, gs); err != nil {
-		return nil, err
 	}
 	return p, nil
 }

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -19,19 +20,28 @@ import (
 // RuntimeKind is the Runtime.Kind of a runtime converted from a PyTorchJob.
 const RuntimeKind = kubeflowv1.PyTorchJobKind
 
-// ToTrainJob is the synthetic TrainJob the pipeline runs for a PyTorchJob: its
-// identity and suspension. It carries no trainer or overrides; everything else
-// is in the runtime from ToRuntime.
-func ToTrainJob(job *kubeflowv1.PyTorchJob) *trainer.TrainJob {
-	return &trainer.TrainJob{
-		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, UID: job.UID},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: job.Name, Kind: ptr.To(RuntimeKind), APIGroup: ptr.To(kubeflowv1.GroupVersion.Group)},
-			Suspend:    ptr.To(ptr.Deref(job.Spec.RunPolicy.Suspend, false)),
-			ManagedBy:  ptr.To(trainer.TrainJobControllerName),
-		},
+// ToRequest is what the pipeline is asked to run for a PyTorchJob: its
+// identity, its suspension and, under a gang scheduler, the PodGroup's shape
+// from runPolicy.schedulingPolicy. Everything else (the pods, v1's
+// environment) is in the runtime from ToRuntime.
+func ToRequest(job *kubeflowv1.PyTorchJob, gs GangScheduler) *runtime.Request {
+	return &runtime.Request{
+		Name:      job.Name,
+		Namespace: job.Namespace,
+		Labels:    job.Labels,
+		Suspend:   ptr.Deref(job.Spec.RunPolicy.Suspend, false),
+		Gang:      gangPolicy(job, gs),
+		Paths:     paths,
 	}
+}
+
+// paths are where a PyTorchJob holds what its request carries; its runtime
+// is its replica specs.
+var paths = runtime.Paths{
+	Name:    field.NewPath("metadata", "name"),
+	Labels:  field.NewPath("metadata", "labels"),
+	Runtime: field.NewPath("spec", "pytorchReplicaSpecs"),
+	Spec:    field.NewPath("spec"),
 }
 
 // ToRuntime converts a defaulted PyTorchJob into the runtime the pipeline

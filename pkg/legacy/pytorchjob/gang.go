@@ -3,14 +3,11 @@ package pytorchjob
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
 )
 
 // GangScheduler is the gang scheduler PyTorchJobs use, as v1's
@@ -45,9 +42,9 @@ func ParseGangScheduler(s string) (GangScheduler, error) {
 // withGang puts a PyTorchJob under the gang scheduler: the runtime asks for
 // the scheduler's PodGroup (the coscheduling or Volcano plugin builds it,
 // with runPolicy.schedulingPolicy's schedule timeout), and pods without a
-// scheduler get the gang scheduler's. The rest of schedulingPolicy is
-// applied to the plan's PodGroup afterwards (schedulingPolicy.apply): the
-// runtime API has no place for it.
+// scheduler get the gang scheduler's. The rest of schedulingPolicy shapes the
+// PodGroup through the request (gangPolicy): the runtime API has no place
+// for it.
 func withGang(rt *runtime.Runtime, job *kubeflowv1.PyTorchJob, gs GangScheduler) {
 	if gs == GangNone {
 		return
@@ -72,58 +69,21 @@ func withGang(rt *runtime.Runtime, job *kubeflowv1.PyTorchJob, gs GangScheduler)
 	}
 }
 
-// applySchedulingPolicy puts the rest of runPolicy.schedulingPolicy on the
-// plan's PodGroup, each set field replacing what the gang plugin derived from
-// the pods: minAvailable (minMember) and minResources on either scheduler's
-// PodGroup, queue and priorityClass on Volcano's.
-func applySchedulingPolicy(p *plan.Plan, job *kubeflowv1.PyTorchJob, gs GangScheduler) error {
+// gangPolicy is runPolicy.schedulingPolicy as the request's gang policy:
+// minAvailable (minMember) and minResources for either scheduler's
+// PodGroup, queue and priorityClass for Volcano's (the coscheduling plugin
+// has no place for them). Each set field replaces what the gang plugin
+// derives from the pods; without a gang scheduler it means nothing, as in
+// v1.
+func gangPolicy(job *kubeflowv1.PyTorchJob, gs GangScheduler) *runtime.GangPolicy {
 	sp := job.Spec.RunPolicy.SchedulingPolicy
 	if gs == GangNone || sp == nil {
 		return nil
 	}
-	gvk := coscheduling.PodGroupGVK
-	if gs == GangVolcano {
-		gvk = volcano.PodGroupGVK
+	return &runtime.GangPolicy{
+		MinMember:     sp.MinAvailable,
+		MinResources:  (*corev1.ResourceList)(sp.MinResources),
+		Queue:         sp.Queue,
+		PriorityClass: sp.PriorityClass,
 	}
-	for _, c := range p.Children {
-		pg, ok := c.Object.(*unstructured.Unstructured)
-		if !ok || pg.GroupVersionKind() != gvk {
-			continue
-		}
-		set := func(v any, field string) error {
-			if err := unstructured.SetNestedField(pg.Object, v, "spec", field); err != nil {
-				return fmt.Errorf("PodGroup %s: schedulingPolicy %s: %w", pg.GetName(), field, err)
-			}
-			return nil
-		}
-		if sp.MinAvailable != nil {
-			if err := set(int64(*sp.MinAvailable), "minMember"); err != nil {
-				return err
-			}
-		}
-		if sp.MinResources != nil {
-			unstructured.RemoveNestedField(pg.Object, "spec", "minResources")
-			if len(*sp.MinResources) > 0 {
-				res := map[string]any{}
-				for name, q := range *sp.MinResources {
-					res[string(name)] = q.String()
-				}
-				if err := set(res, "minResources"); err != nil {
-					return err
-				}
-			}
-		}
-		if gs != GangVolcano {
-			continue
-		}
-		for field, v := range map[string]string{"queue": sp.Queue, "priorityClassName": sp.PriorityClass} {
-			if v == "" {
-				continue
-			}
-			if err := set(v, field); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

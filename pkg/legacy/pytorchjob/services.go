@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -46,7 +45,7 @@ func (*ServicesPlugin) Name() string { return ServicesPluginName }
 // pytorch container of the replica, as the pipeline left it. A Service is
 // created once and then left as it is (its ports follow the job's spec, which
 // does not change).
-func (p *ServicesPlugin) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+func (p *ServicesPlugin) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	var out []plan.Child
 	for _, rj := range info.Spec.ReplicatedJobs {
 		rtype, ok := ReplicaTypeOf(rj.Template.Labels[kubeflowv1.ReplicaTypeLabel])
@@ -62,22 +61,22 @@ func (p *ServicesPlugin) Build(info *runtime.Info, job *trainer.TrainJob) ([]pla
 		if err != nil {
 			return nil, err
 		}
-		sel := SelectorLabels(job.Name)
+		sel := SelectorLabels(req.Name)
 		sel[kubeflowv1.ReplicaTypeLabel] = lowerType(rtype)
 		sel[kubeflowv1.ReplicaIndexLabel] = s
 		isMaster := rj.Template.Spec.Template.Labels[kubeflowv1.JobRoleLabel] == MasterRole
-		out = append(out, plan.CreateOnce(service(job, rtype, i, isMaster, sel, ports)))
+		out = append(out, plan.CreateOnce(service(req, rtype, i, isMaster, sel, ports)))
 	}
 	return out, nil
 }
 
-func service(job *trainer.TrainJob, rtype kubeflowv1.ReplicaType, index int, isMaster bool, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
+func service(req *runtime.Request, rtype kubeflowv1.ReplicaType, index int, isMaster bool, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ReplicaName(job.Name, rtype, index),
-			Namespace: job.Namespace,
-			Labels:    PodLabels(job.Name, rtype, index, isMaster),
+			Name:      ReplicaName(req.Name, rtype, index),
+			Namespace: req.Namespace,
+			Labels:    PodLabels(req.Name, rtype, index, isMaster),
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,

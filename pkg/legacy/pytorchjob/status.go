@@ -9,7 +9,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
+	"github.com/trainyard/trainyard/pkg/observe"
 )
 
 // Reasons are <Kind><Reason>, as v1 wrote them.
@@ -213,12 +213,12 @@ func RoleOfReplicatedJob(name string) (kubeflowv1.ReplicaType, bool) {
 // exhausting backoffLimit; one whose pods do not (Never, ExitCode) fails
 // because its pods failed, and v1 said how many.
 func Terminal(job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, st *kubeflowv1.JobStatus) (t kubeflowv1.JobConditionType, reason, msg string, ok bool) {
-	c, ok := jobset.Finished(js)
+	f, ok := observe.Finished(js)
 	switch {
 	case !ok:
 		return "", "", "", false
-	case c.Type == string(jobsetv1alpha2.JobSetFailed):
-		return kubeflowv1.JobFailed, ReasonFailed, failureMessage(job, js, st, c.Message), true
+	case f.Failed:
+		return kubeflowv1.JobFailed, ReasonFailed, failureMessage(job, js, st, f.Message), true
 	case HasMaster(job):
 		return kubeflowv1.JobSucceeded, ReasonSucceeded, fmt.Sprintf("PyTorchJob %s is successfully completed.", job.Name), true
 	}
@@ -227,8 +227,8 @@ func Terminal(job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, st *kubeflo
 
 func failureMessage(job *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet, st *kubeflowv1.JobStatus, jobSetMsg string) string {
 	failedRoles := map[kubeflowv1.ReplicaType]bool{}
-	for _, s := range js.Status.ReplicatedJobsStatus {
-		if t, ok := RoleOfReplicatedJob(s.Name); ok && s.Failed > 0 {
+	for _, name := range observe.FailedJobs(js) {
+		if t, ok := RoleOfReplicatedJob(name); ok {
 			failedRoles[t] = true
 		}
 	}

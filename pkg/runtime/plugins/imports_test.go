@@ -128,15 +128,6 @@ func TestOnlyKnownPackagesImportPlugins(t *testing.T) {
 		"cmd/trainyard-manager imports trainjobstatus",
 		// The TrainJob kind parses --kueue-mode into the kueue plugin's mode.
 		"pkg/controller/trainjob imports kueue",
-		// "The JobSet finished" is one rule, the JobSet plugin's
-		// (jobset.Finished), for the TrainJob's deadline and PyTorchJob's
-		// conditions too.
-		"pkg/controller/trainjob imports jobset",
-		"pkg/legacy/pytorchjob imports jobset",
-		// The PyTorchJob kind runs a pipeline of its own: the JobSet and gang
-		// plugins, and their PodGroup kinds.
-		"pkg/legacy/pytorchjob imports coscheduling",
-		"pkg/legacy/pytorchjob imports volcano",
 		// The local cluster (make cluster-up, the tests' clusters) turns on
 		// Kueue's integrations for the manager's --kueue-mode.
 		"pkg/localcluster imports kueue",

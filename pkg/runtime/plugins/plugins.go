@@ -67,6 +67,19 @@ func Ordered(opts Options) []framework.Plugin {
 	}
 }
 
+// ForPodTemplates returns, in the order they run, the plugins of a kind
+// whose runtime brings complete pod templates (the kubeflow.org/v1 kinds:
+// their replica specs are the pods): gang scheduling by the runtime's
+// podGroupPolicy (coscheduling, Volcano; the request's gang policy shapes
+// the PodGroup) and the JobSet. Such a kind puts its own plugins (a
+// PyTorchJob's Services) before these. The TrainJob's plugins for
+// resources, ML policies, the status server and Kueue are not among them:
+// the pods are complete, and Kueue queues such a job itself, never its
+// JobSet.
+func ForPodTemplates() []framework.Plugin {
+	return []framework.Plugin{coscheduling.New(), volcano.New(), jobset.New()}
+}
+
 // NewFramework returns a framework with the declared plugins.
 func NewFramework(opts ...Options) (*framework.Framework, error) {
 	var o Options

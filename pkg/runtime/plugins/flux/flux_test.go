@@ -33,7 +33,7 @@ func build(t *testing.T, opts plugins.Options, job *trainer.TrainJob, rt *runtim
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := fw.Build(job, rt)
+	p, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -345,10 +345,10 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, nil, tc.job)); diff != "" {
+			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, runtime.TrainJobRequest(tc.job))); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
-			_, err := fw.Build(tc.job, tc.rt)
+			_, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if diff := cmp.Diff(rtt.FieldErrs(tc.want), rtt.FieldErrsOf(err)); diff != "" {
 				t.Errorf("Build errors (-want +got):\n%s", diff)
 			}

@@ -87,7 +87,7 @@ func TestJAX(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := fw.Build(tc.job, tc.rt)
+			p, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}

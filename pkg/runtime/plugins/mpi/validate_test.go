@@ -70,12 +70,12 @@ func TestValidate(t *testing.T) {
 			if tc.rt != nil {
 				tc.rt(rt)
 			}
-			got := fw.Validate(rt, nil, tc.job)
+			got := fw.Validate(rt, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
 			// The controller rejects the same input (status error with webhooks off).
-			_, err := fw.Build(tc.job, rt)
+			_, err := fw.Build(runtime.TrainJobRequest(tc.job), rt)
 			if (err != nil) != (len(tc.want) > 0) || (err != nil && !framework.IsInvalid(err)) {
 				t.Errorf("Build error %v, want an invalid-input error: %v", err, len(tc.want) > 0)
 			}

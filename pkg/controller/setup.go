@@ -21,11 +21,12 @@ import (
 )
 
 // Kinds returns the manager's job kinds, in the order they are set up: a new
-// kind is one line here. tj is the TrainJob kind, which the manager also
-// configures beyond its flags (the cluster's DNS domain, the status server).
-func Kinds(tj *trainjob.Kind) []jobframework.Kind {
+// kind is one line here. What every kind may need beyond its own flags (the
+// cluster's DNS domain, the status server's URL) is on the
+// jobframework.Manager they are set up with.
+func Kinds() []jobframework.Kind {
 	return []jobframework.Kind{
-		tj,
+		trainjob.NewKind(),
 		pytorchjobcontroller.NewKind(),
 	}
 }
@@ -42,7 +43,7 @@ func ClientOptions() client.Options {
 // Trainyard's own kinds (enabled or not) and extra ones (those of test-only
 // kinds or plugins); see CacheOptionsFor.
 func CacheOptions(cfg *rest.Config, scheme *k8sruntime.Scheme, extra ...client.Object) (cache.Options, error) {
-	kinds := Kinds(trainjob.NewKind())
+	kinds := Kinds()
 	var owned []client.Object
 	for _, k := range kinds {
 		owned = append(owned, k.Owned()...)

@@ -51,10 +51,12 @@ type Reconciler struct {
 //  2. observe, once, everything the pass needs: its children, pods,
 //     Workloads, taken names and the kind's inputs (its runtime); nothing
 //     is read after this;
-//  3. plan: run the pipeline on what was observed;
+//  3. plan: run the pipeline on what was observed (not for a finished job,
+//     nor one past its deadline: lifecycle.go);
 //  4. sync the plan, child by child, by each child's rule;
 //  5. decide, purely: the kind's status from the job, what was observed and
-//     what sync did, and the framework's rules of when to write it (Decide);
+//     what sync did, and the framework's rules (Decide): the deadline, the
+//     TTL, when to retry, when to write the status;
 //  6. act on what status decided (deletions, pod labels);
 //  7. write status once, then send the pass's events. A status change may
 //     wait a little (Options.Delays) to go out with the next ones.
@@ -85,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var sync Sync
-	p, err := r.adapter.Plan(job, obs, now)
+	p, err := PlanFor(r.adapter, job, obs, now)
 	switch {
 	case err != nil:
 		sync.Err = err

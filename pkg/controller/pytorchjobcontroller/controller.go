@@ -44,9 +44,6 @@ const (
 	msgTemplateRestartPolicy = "Restart policy in pod template will be overwritten by restart policy in replica spec"
 )
 
-// notOwnedRetry is how often a job whose JobSet name is taken looks again.
-const notOwnedRetry = time.Minute
-
 // Adapter is the PyTorchJob kind.
 type Adapter struct {
 	// Framework is the PyTorchJob pipeline (legacy.NewFramework), built once.
@@ -77,26 +74,49 @@ func (Adapter) Ours(o client.Object) bool {
 // server equal to a recomputed one.
 func passTime(now time.Time) metav1.Time { return metav1.NewTime(now.Truncate(time.Second)) }
 
-// Plan implements jobframework.Adapter: nothing for a finished job, one that
-// fails validation, or one past its deadline; else the plan of Services and
-// JobSet for the defaulted job.
-func (a Adapter) Plan(o client.Object, _ *observe.Observed, now time.Time) (*plan.Plan, error) {
+// Plan implements jobframework.Adapter (never called for a finished job,
+// nor one past its deadline: jobframework.Lifecycle): nothing for one that
+// fails validation; else the plan of Services and JobSet for the defaulted
+// job.
+func (a Adapter) Plan(o client.Object, _ *observe.Observed, _ time.Time) (*plan.Plan, error) {
 	job := o.(*kubeflowv1.PyTorchJob)
-	if legacy.IsFinished(&job.Status) {
-		return nil, nil
-	}
 	if _, errs := legacy.Validate(nil, job); len(errs) > 0 {
 		return nil, &framework.InvalidError{Errs: errs}
 	}
-	d := legacy.Defaulted(job)
-	st := job.Status.DeepCopy()
-	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
-	t := passTime(now)
-	startRun(st, suspended, t)
-	if at, ok := deadline(d, st); ok && !suspended && !t.Before(&metav1.Time{Time: at}) {
-		return nil, nil
+	return legacy.BuildWithGang(a.Framework, legacy.Defaulted(job), a.GangScheduler)
+}
+
+var _ jobframework.Lifecycle = Adapter{}
+
+// Finished implements jobframework.Lifecycle: Succeeded or Failed, and when.
+func (Adapter) Finished(o client.Object) (bool, *metav1.Time) {
+	st := &o.(*kubeflowv1.PyTorchJob).Status
+	return legacy.IsFinished(st), st.CompletionTime
+}
+
+// TTLAfterFinished implements jobframework.Lifecycle: runPolicy's (as
+// defaulted: an invalid job has one too).
+func (Adapter) TTLAfterFinished(o client.Object) *int32 {
+	return legacy.Defaulted(o.(*kubeflowv1.PyTorchJob)).Spec.RunPolicy.TTLSecondsAfterFinished
+}
+
+// Deadline implements jobframework.Lifecycle: activeDeadlineSeconds from
+// status.startTime, as v1 counts it (a job that never ran, or was resumed,
+// counts from now: startRun); none while suspended, nor for a job that fails
+// validation (it fails for that).
+func (Adapter) Deadline(o client.Object, now time.Time) (time.Time, bool) {
+	job := o.(*kubeflowv1.PyTorchJob)
+	if _, errs := legacy.Validate(nil, job); len(errs) > 0 {
+		return time.Time{}, false // it fails validation first
 	}
-	return legacy.BuildWithGang(a.Framework, d, a.GangScheduler)
+	d := legacy.Defaulted(job)
+	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
+	if suspended {
+		return time.Time{}, false
+	}
+	st := job.Status.DeepCopy()
+	startRun(st, suspended, passTime(now))
+	return deadline(d, st)
 }
 
 // startRun sets startTime the way v1 did: a resumed job counts its deadline

@@ -13,7 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -97,7 +99,7 @@ func TestPlan(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.job.DeepCopy()
-			p, err := a.Plan(tc.job, nil, now)
+			p, err := jobframework.PlanFor(a, tc.job, &observe.Observed{}, now)
 			if tc.wantInvalid != "" {
 				var ie *framework.InvalidError
 				if !errors.As(err, &ie) {

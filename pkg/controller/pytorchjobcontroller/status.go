@@ -14,7 +14,6 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/ttl"
 	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -78,8 +77,8 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	job, status := p.job, p.status
 	legacy.SetCreated(job, status, p.now)
 
-	// 1. A finished job never runs again: clean up as cleanPodPolicy says,
-	// and delete it past its TTL.
+	// 1. A finished job never runs again: clean up as cleanPodPolicy says
+	// (the framework deletes it past its TTL).
 	if legacy.IsFinished(status) {
 		p.finished(obs)
 		return
@@ -104,29 +103,25 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	}
 
 	// Past activeDeadlineSeconds (counted from startTime) the job fails and
-	// everything it runs goes, as in v1.
-	if at, ok := deadline(d, status); ok && !suspended && !p.now.Before(&metav1.Time{Time: at}) {
+	// everything it runs goes, as in v1: the framework deletes the JobSet,
+	// the Services are the kind's.
+	if sync.DeadlineExceeded {
 		p.fail(legacy.ReasonFailed, legacy.MsgDeadline(job))
-		if js != nil {
-			p.out.Delete = append(p.out.Delete, js)
-		}
 		p.out.Delete = append(p.out.Delete, services(obs)...)
-		p.out.Requeue = ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time)
 		return
 	}
 
-	// 4. What planning and syncing the Services and JobSet did.
+	// 4. What planning and syncing the Services and JobSet did (when to look
+	// again after an error is the framework's rule).
 	switch err := sync.Err; {
 	case framework.IsInvalid(err):
 		p.failValidation(err)
 		return
 	case errors.Is(err, childsync.ErrNotOwned):
 		p.event(corev1.EventTypeWarning, EventJobSetNotOwned, "Sync", "%v", err)
-		p.out.Requeue = notOwnedRetry
 		return
 	case errors.Is(err, childsync.ErrKindNotServed):
 		p.event(corev1.EventTypeWarning, EventKindNotServed, "Sync", "%v", err)
-		p.out.Requeue = notOwnedRetry
 		return
 	case err != nil:
 		// Transient: the framework retries (jobframework.Permanent).
@@ -140,13 +135,6 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	pods := obs.PodsOf(js, "")
 	p.out.Patches = labelPatches(d, pods)
 	p.updateStatus(d, js, pods, suspended)
-	if legacy.IsFinished(status) {
-		p.out.Requeue = ttl.Remaining(d.Spec.RunPolicy.TTLSecondsAfterFinished, status.CompletionTime, p.now.Time)
-		return
-	}
-	if at, ok := deadline(d, status); ok && !suspended {
-		p.out.Requeue = max(at.Sub(p.now.Time), time.Second)
-	}
 }
 
 // updateStatus sets suspension, replica counts, Running/Restarting and the
@@ -206,22 +194,16 @@ func (p *pass) fail(reason, msg string) {
 // workload is finished, so it does not hold quota.
 func (p *pass) failValidation(err error) {
 	p.fail(legacy.ReasonFailedValidation, legacy.MsgFailedValidation(p.job, err))
-	p.out.Requeue = ttl.Remaining(legacy.Defaulted(p.job).Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time)
 }
 
 // finished handles a succeeded or failed job: v1 moves still-active replicas
-// of a succeeded job to succeeded, applies cleanPodPolicy, then the TTL.
+// of a succeeded job to succeeded and applies cleanPodPolicy (then the
+// framework, the TTL).
 func (p *pass) finished(obs *observe.Observed) {
-	d := legacy.Defaulted(p.job)
 	if legacy.IsTrue(p.status, kubeflowv1.JobSucceeded) {
 		succeedActive(p.status)
 	}
-	p.out.Delete = cleanUp(d, obs)
-	del, left := ttl.Expire(p.job, d.Spec.RunPolicy.TTLSecondsAfterFinished, p.status.CompletionTime, p.now.Time)
-	if del != nil {
-		p.out.Delete = append(p.out.Delete, del)
-	}
-	p.out.Requeue = left
+	p.out.Delete = cleanUp(legacy.Defaulted(p.job), obs)
 }
 
 // succeedActive moves active counts to succeeded, as v1 did once a job succeeded.

@@ -175,7 +175,7 @@ func TestStatus(t *testing.T) {
 				CompletionTime: nowText,
 				Events:         []jobframework.Event{evDeadline},
 				Delete:         []string{"*v1alpha2.JobSet mnist", "*v1.Service mnist-master-0"},
-				Requeue:        30 * time.Second,
+				Requeue:        29*time.Second + 500*time.Millisecond, // the TTL counts from the pass, not its second
 			},
 		},
 		"past its deadline without a JobSet or TTL": {
@@ -207,7 +207,7 @@ func TestStatus(t *testing.T) {
 				Conditions: []string{cCreated},
 				Replicas:   replicas(none, none),
 				StartTime:  timeText(ago(40 * time.Second)),
-				Requeue:    60 * time.Second,
+				Requeue:    59*time.Second + 500*time.Millisecond,
 			},
 		},
 		"fails validation: Failed, requeued for the TTL": {
@@ -221,7 +221,7 @@ func TestStatus(t *testing.T) {
 				CompletionTime: nowText,
 				Events: []jobframework.Event{ev("Warning", legacy.ReasonFailedValidation, "Fail",
 					"PyTorchJob mnist failed validation because spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1")},
-				Requeue: 45 * time.Second,
+				Requeue: 44*time.Second + 500*time.Millisecond,
 			},
 		},
 		"pipeline rejects the job: Failed": {
@@ -324,7 +324,7 @@ func TestStatus(t *testing.T) {
 				StartTime:      timeText(ago(time.Minute)),
 				CompletionTime: nowText,
 				Events:         []jobframework.Event{ev("Normal", legacy.ReasonSucceeded, "Complete", "PyTorchJob mnist is successfully completed.")},
-				Requeue:        time.Minute,
+				Requeue:        59*time.Second + 500*time.Millisecond,
 			},
 		},
 		// The pass that sees the failed JobSet once its pods are gone. (With
@@ -430,7 +430,7 @@ func TestStatusFinished(t *testing.T) {
 		},
 		"TTL not yet due: requeued for it": {
 			job:         mnist(4, created, succeeded, ttlSeconds(300), completedAt(ago(time.Minute))),
-			wantRequeue: 4 * time.Minute,
+			wantRequeue: 4*time.Minute - 500*time.Millisecond,
 			wantConds:   []string{cCreated, cSucceeded},
 		},
 		"TTL due: the job is deleted, after the clean-up": {

@@ -82,16 +82,10 @@ func (*Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Object
 	return nil
 }
 
-// Plan implements jobframework.Adapter. A finished job, or one past its
-// deadline, gets no plan: it never gets a new JobSet.
-func (a *Adapter) Plan(o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+// Plan implements jobframework.Adapter (never called for a finished job,
+// nor one past its deadline: jobframework.Lifecycle).
+func (a *Adapter) Plan(o client.Object, obs *observe.Observed, _ time.Time) (*plan.Plan, error) {
 	job := o.(*trainer.TrainJob)
-	if finished(&job.Status) {
-		return nil, nil
-	}
-	if at, ok := deadline(job, &job.Status); ok && !now.Before(at) {
-		return nil, nil
-	}
 	in, ok := obs.Inputs.(*inputs)
 	if !ok {
 		return nil, errors.New("the TrainJob's runtime was not read: ReadInputs comes first")

@@ -336,5 +336,5 @@ func planPass(t *testing.T, a *Adapter, r client.Reader, job *trainer.TrainJob, 
 	if err := a.ReadInputs(context.Background(), r, job, obs); err != nil {
 		t.Fatalf("ReadInputs: %v", err)
 	}
-	return a.Plan(job, obs, now)
+	return jobframework.PlanFor(a, job, obs, now)
 }

@@ -16,7 +16,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/ttl"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -28,13 +27,7 @@ type pass struct {
 	status *trainer.TrainJobStatus
 	now    time.Time
 	out    jobframework.Outcome
-	// recheck: the build failed on a lookup, so look again after LookupRecheck.
-	recheck bool
 }
-
-// LookupRecheck is how soon a job whose build failed on a lookup of another
-// object (a missing PriorityClass) is looked at again.
-const LookupRecheck = 30 * time.Second
 
 func (p *pass) event(kind, reason, action, format string, args ...any) {
 	p.out.Events = append(p.out.Events, jobframework.Event{Type: kind, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
@@ -72,7 +65,7 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	js := obs.JobSet(job.Name)
 
 	// 1. A finished job only follows its JobSet's counts; it never gets a new
-	// one. Past its TTL it is deleted, and its JobSet with it.
+	// one. Past its TTL the framework deletes it, and its JobSet with it.
 	if finished(status) {
 		followJobSet(status, a.Framework.Status(job.Name, obs))
 		summarize(job, js, obs, status, now, nil)
@@ -82,20 +75,14 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 			// the counts it ended with, and costs no status write.
 			status.NumNodes, status.ReadyNodes = job.Status.NumNodes, job.Status.ReadyNodes
 		}
-		p.expire()
 		return
 	}
 
-	// 2. Past its deadline a job fails, and its JobSet goes, unless the
-	// JobSet finished first (and status had not caught up yet).
-	if at, ok := deadline(job, status); ok && !now.Before(at) && !finishedJobSet(js) {
+	// 2. Past its deadline a job fails (the framework deletes its JobSet).
+	if sync.DeadlineExceeded {
 		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")
 		p.event(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
-		if js != nil {
-			p.out.Delete = append(p.out.Delete, js)
-		}
 		summarize(job, nil, obs, status, now, nil)
-		p.expire()
 		return
 	}
 
@@ -130,18 +117,6 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	if status.Phase == trainer.TrainJobRunning && job.Status.Phase != trainer.TrainJobRunning {
 		p.event(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
 	}
-
-	switch at, ok := deadline(job, status); {
-	case finished(status) && job.Spec.TTLSecondsAfterFinished != nil:
-		// This pass writes the final status; the next one deletes the job once
-		// its TTL has passed. (The controller's own status write wakes nothing.)
-		p.out.Requeue = max(ttl.Remaining(job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now), time.Millisecond)
-	case ok && !finished(status):
-		p.out.Requeue = at.Sub(now)
-	}
-	if p.recheck && (p.out.Requeue == 0 || p.out.Requeue > LookupRecheck) {
-		p.out.Requeue = LookupRecheck
-	}
 }
 
 // synced reports errors of planning and syncing in Created=False. Upstream's
@@ -167,12 +142,9 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	case errors.Is(err, runtime.ErrNotFound):
 		p.createdFalse(trainer.TrainJobRuntimeNotFound, EventRuntimeNotFound, "Resolve", err)
 	case framework.IsInvalid(err):
+		// One found by a lookup (a PriorityClass not created yet) is looked
+		// at again later: the framework's retry timing.
 		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
-		if framework.NeedsRecheck(err) {
-			// Found by a lookup (a PriorityClass not created yet): nothing
-			// about the job will change to wake it, so look again.
-			p.recheck = true
-		}
 	case errors.Is(err, childsync.ErrNotOwned):
 		p.createdFalse(trainer.TrainJobJobSetNotOwnedReason, EventJobSetNotOwned, "Sync", err)
 	case errors.Is(err, childsync.ErrKindNotServed):
@@ -185,21 +157,6 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 			p.createdFalse(trainer.TrainJobApplyFailedReason, EventApplyFailed, "Apply", err)
 		}
 	}
-}
-
-// expire deletes a finished job past its TTL, or says when to look again.
-func (p *pass) expire() {
-	del, left := ttl.Expire(p.job, p.job.Spec.TTLSecondsAfterFinished, p.status.CompletionTime, p.now)
-	if del != nil {
-		p.out.Delete = append(p.out.Delete, del)
-	}
-	p.out.Requeue = left
-}
-
-// finishedJobSet reports whether the JobSet completed or failed.
-func finishedJobSet(js *jobsetv1alpha2.JobSet) bool {
-	_, ok := observe.Finished(js)
-	return ok
 }
 
 // followJobSet puts what the status plugins read of the JobSet into the

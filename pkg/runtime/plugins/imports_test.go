@@ -123,9 +123,6 @@ func pluginImporters(t *testing.T, root string) []string {
 // so does an exception that went away.
 func TestOnlyKnownPackagesImportPlugins(t *testing.T) {
 	want := []string{
-		// The manager hands the TrainJob status server's settings to the
-		// trainjobstatus plugin's options.
-		"cmd/trainyard-manager imports trainjobstatus",
 		// The TrainJob kind parses --kueue-mode into the kueue plugin's mode.
 		"pkg/controller/trainjob imports kueue",
 		// The local cluster (make cluster-up, the tests' clusters) turns on

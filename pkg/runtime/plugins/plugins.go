@@ -25,13 +25,16 @@ import (
 type Options struct {
 	// KueueMode says how Kueue is set up (default kueue.ModeTrainJob).
 	KueueMode kueue.Mode
-	// ClusterDomain is the cluster's DNS domain (default runtime.DefaultClusterDomain):
-	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
-	// brokers connect to each other by theirs.
+	// ClusterDomain is the cluster's DNS domain (the manager's,
+	// jobframework.Manager.ClusterDomain; empty only without a manager,
+	// which means runtime.DefaultClusterDomain): elastic torch jobs
+	// rendezvous at a pod's fully qualified name, and Flux brokers connect
+	// to each other by theirs.
 	ClusterDomain string
-	// Progress configures the trainer status injection (trainjobstatus.Config);
-	// nil turns it off.
-	Progress *trainjobstatus.Config
+	// StatusServerURL is where trainers report their progress (the
+	// manager's status server, jobframework.Manager.StatusServerURL); ""
+	// turns the trainer status injection off.
+	StatusServerURL string
 }
 
 // Ordered returns the plugins in the order they run:
@@ -51,6 +54,10 @@ func Ordered(opts Options) []framework.Plugin {
 	if domain == "" {
 		domain = runtime.DefaultClusterDomain
 	}
+	var progress *trainjobstatus.Config
+	if opts.StatusServerURL != "" {
+		progress = &trainjobstatus.Config{BaseURL: opts.StatusServerURL}
+	}
 	return []framework.Plugin{
 		resources.New(),
 		initializer.New(),
@@ -59,7 +66,7 @@ func Ordered(opts Options) []framework.Plugin {
 		jax.New(),
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},
-		trainjobstatus.New(opts.Progress),
+		trainjobstatus.New(progress),
 		kueue.New(mode),
 		coscheduling.New(),
 		volcano.New(),

@@ -70,7 +70,8 @@ func CurveSecret(job string) string { return job + "-flux-curve" }
 // Flux is the plugin.
 type Flux struct {
 	// ClusterDomain completes the brokers' addresses
-	// (<pod>.<subdomain>.<namespace>.svc.<domain>); "" means cluster.local.
+	// (<pod>.<subdomain>.<namespace>.svc.<domain>; plugins.Ordered passes
+	// the manager's).
 	ClusterDomain string
 }
 
@@ -240,9 +241,6 @@ func (f *Flux) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, er
 	set := settings(c)
 	sub := info.Subdomain(req)
 	domain := f.ClusterDomain
-	if domain == "" {
-		domain = runtime.DefaultClusterDomain
-	}
 	nodes := info.NumNodes
 	if rj := info.ReplicatedJob(NodeJob); rj != nil && NodeJob != info.TrainerJob {
 		nodes = ptr.Deref(rj.Template.Spec.Parallelism, 1)

@@ -49,7 +49,7 @@ var reserved = []string{
 // Torch is the plugin.
 type Torch struct {
 	// ClusterDomain is the cluster's DNS domain, part of the elastic rendezvous
-	// endpoint (see RdzvEndpoint); "" means runtime.DefaultClusterDomain.
+	// endpoint (see RdzvEndpoint; plugins.Ordered passes the manager's).
 	ClusterDomain string
 }
 
@@ -226,9 +226,6 @@ func elasticBounds(ep *trainer.TorchElasticPolicy, numNodes int32) (int32, int32
 // only completes <host>.<subdomain>). The fully qualified name is both: node 0
 // recognises it, every pod resolves it.
 func RdzvEndpoint(info *runtime.Info, req *runtime.Request, clusterDomain string) string {
-	if clusterDomain == "" {
-		clusterDomain = runtime.DefaultClusterDomain
-	}
 	return fmt.Sprintf("%s.%s.svc.%s", info.MasterAddr(req), req.Namespace, clusterDomain)
 }
 

@@ -207,8 +207,8 @@ func TestEnforceMLPolicy(t *testing.T) {
 			wantPorts: torchPort,
 			wantNodes: 3,
 		},
-		"elastic: an empty cluster domain is cluster.local": {
-			plugin: &torch.Torch{},
+		"elastic: the default cluster domain is cluster.local": {
+			plugin: torch.New(),
 			job:    rtt.MakeTrainJob("ns", "job").NumNodes(2).Obj(),
 			rt: rtt.MakeTorchRuntime("torch").MLPolicy(&trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{
 				Torch: &trainer.TorchMLPolicySource{ElasticPolicy: &trainer.TorchElasticPolicy{}},

@@ -100,7 +100,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the webhook c
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true,maxDescLen=120 paths=./apis/... output:crd:artifacts:config=manifests/base/crds
 	go run ./test/tools/crddesc manifests/base/crds/*_*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac
-	$(CONTROLLER_GEN) webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook
+	$(CONTROLLER_GEN) webhook paths=./pkg/controller/... output:webhook:artifacts:config=manifests/base/webhook
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail if generated files differ from what is committed.

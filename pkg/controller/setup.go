@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
 
@@ -27,7 +27,7 @@ import (
 func Kinds() []jobframework.Kind {
 	return []jobframework.Kind{
 		trainjob.NewKind(),
-		pytorchjobcontroller.NewKind(),
+		pytorchjob.NewKind(),
 	}
 }
 

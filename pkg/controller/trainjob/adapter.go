@@ -15,7 +15,6 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
@@ -32,7 +31,7 @@ import (
 type Adapter struct {
 	Framework *framework.Framework
 	// Metrics are the manager's TrainJob metrics (nil: none recorded).
-	Metrics *metrics.TrainJob
+	Metrics *Metrics
 }
 
 var _ jobframework.Adapter = (*Adapter)(nil)

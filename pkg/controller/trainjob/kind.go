@@ -18,12 +18,10 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
-	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // runtimeRefIndex indexes TrainJobs by "<kind>/<name>" of their runtime.
@@ -132,7 +130,7 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 	}); err != nil {
 		return err
 	}
-	tm := metrics.NewTrainJob(m.GetClient())
+	tm := NewMetrics(m.GetClient())
 	if err := tm.Register(m.Metrics); err != nil {
 		return err
 	}
@@ -162,7 +160,7 @@ func (k *Kind) SetupWebhooks(m *jobframework.Manager) error {
 	if err != nil {
 		return err
 	}
-	return webhooks.SetupTrainJob(m.Manager, fw)
+	return setupWebhooks(m.Manager, fw)
 }
 
 // runtimeRefKey is the index value of a TrainJob's runtime reference.

@@ -35,7 +35,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	rtframework "github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
@@ -260,7 +260,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 			k.Options = jobframework.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}
 			k.Plugins.KueueMode = opts.KueueMode
 			k.ExtraPlugins = opts.ExtraPlugins
-		case *pytorchjobcontroller.Kind:
+		case *pytorchjob.Kind:
 			k.MaxConcurrentReconciles, k.Clock = 4, opts.Clock
 		}
 	}

@@ -30,7 +30,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/test/integration/framework"
 )
@@ -125,7 +125,7 @@ func TestSecureMetrics(t *testing.T) {
 	}
 	// The endpoint serves controller-runtime's registry, where the manager
 	// registers its kinds' metrics (this test runs one manager).
-	if err := metrics.NewTrainJob(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
+	if err := trainjob.NewMetrics(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
 		t.Fatal(err)
 	}
 	mgrCtx, stop := context.WithCancel(ctx)

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"flag"
@@ -13,9 +13,6 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
-	"github.com/trainyard/trainyard/pkg/metrics"
-	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // Options tune the PyTorchJob controller.
@@ -26,7 +23,7 @@ type Options struct {
 	Clock clock.PassiveClock
 	// GangScheduler puts every PyTorchJob's pods in a gang (v1's
 	// --gang-scheduler-name); runPolicy.schedulingPolicy shapes it.
-	GangScheduler legacy.GangScheduler
+	GangScheduler GangScheduler
 }
 
 // Kind is the PyTorchJob job kind (jobframework.Kind). Its settings are its
@@ -63,7 +60,7 @@ func (k *Kind) BindFlags(fs *flag.FlagSet) {
 
 // Validate implements jobframework.Kind: the gang scheduler's name.
 func (k *Kind) Validate() error {
-	gs, err := legacy.ParseGangScheduler(k.gangSched)
+	gs, err := ParseGangScheduler(k.gangSched)
 	if err != nil {
 		return fmt.Errorf("--gang-scheduler-name: %w", err)
 	}
@@ -78,7 +75,7 @@ func (k *Kind) SetEnabled(on bool) { k.enabled = on }
 func (k *Kind) Enabled() bool { return k.enabled }
 
 // Owned implements jobframework.Kind.
-func (*Kind) Owned() []client.Object { return legacy.Owned() }
+func (*Kind) Owned() []client.Object { return Owned() }
 
 // SetupWithManager implements jobframework.Kind.
 func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
@@ -87,7 +84,7 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 			return err
 		}
 	}
-	pm := metrics.NewPyTorchJob()
+	pm := NewMetrics()
 	if err := pm.Register(m.Metrics); err != nil {
 		return err
 	}
@@ -95,7 +92,7 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 }
 
 // SetupWebhooks implements jobframework.Kind.
-func (*Kind) SetupWebhooks(m *jobframework.Manager) error { return webhooks.SetupPyTorchJob(m.Manager) }
+func (*Kind) SetupWebhooks(m *jobframework.Manager) error { return setupWebhooks(m.Manager) }
 
 // SetupWithManager registers the PyTorchJob controller on the generic
 // reconciler, with opts, on a manager of its own (see Kind for the
@@ -108,8 +105,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // setup registers the controller. Without the pytorchjobs.kubeflow.org CRD
 // the controller is not started (and says so), so that installing Trainyard
 // without it keeps TrainJobs working.
-func setup(m *jobframework.Manager, opts Options, pm *metrics.PyTorchJob) error {
-	served, err := legacy.Served(m.GetRESTMapper())
+func setup(m *jobframework.Manager, opts Options, pm *Metrics) error {
+	served, err := Served(m.GetRESTMapper())
 	if err != nil {
 		return err
 	}
@@ -117,7 +114,7 @@ func setup(m *jobframework.Manager, opts Options, pm *metrics.PyTorchJob) error 
 		ctrl.Log.WithName("setup").Info("PyTorchJob controller not started: the pytorchjobs.kubeflow.org CRD is not installed")
 		return nil
 	}
-	fw, err := legacy.NewFramework()
+	fw, err := NewFramework()
 	if err != nil {
 		return fmt.Errorf("registering PyTorchJob plugins: %w", err)
 	}
@@ -131,9 +128,9 @@ func setup(m *jobframework.Manager, opts Options, pm *metrics.PyTorchJob) error 
 }
 
 // recordTransitions counts the conditions that are True now and were not before.
-func recordTransitions(m *metrics.PyTorchJob, old, cur *kubeflowv1.JobStatus) {
+func recordTransitions(m *Metrics, old, cur *kubeflowv1.JobStatus) {
 	for _, c := range cur.Conditions {
-		if c.Status == corev1.ConditionTrue && !legacy.IsTrue(old, c.Type) {
+		if c.Status == corev1.ConditionTrue && !IsTrue(old, c.Type) {
 			m.ConditionTrue(string(c.Type))
 		}
 	}

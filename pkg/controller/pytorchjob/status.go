@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"errors"
@@ -14,7 +14,6 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -59,10 +58,10 @@ func (Adapter) SyncEvents(o client.Object, sync jobframework.Sync) []jobframewor
 		return nil
 	}
 	job := o.(*kubeflowv1.PyTorchJob)
-	warnings, _ := legacy.Validate(nil, job)
-	d := legacy.Defaulted(job)
+	warnings, _ := Validate(nil, job)
+	d := Defaulted(job)
 	var evs []jobframework.Event
-	for _, t := range legacy.Roles(d) {
+	for _, t := range Roles(d) {
 		if d.Spec.PyTorchReplicaSpecs[t].Template.Spec.RestartPolicy != "" {
 			evs = append(evs, jobframework.Event{Type: corev1.EventTypeWarning, Reason: EventTemplateRestartPol, Action: "Create", Message: fmt.Sprintf("%s: %s", t, msgTemplateRestartPolicy)})
 		}
@@ -75,38 +74,38 @@ func (Adapter) SyncEvents(o client.Object, sync jobframework.Sync) []jobframewor
 
 func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	job, status := p.job, p.status
-	legacy.SetCreated(job, status, p.now)
+	SetCreated(job, status, p.now)
 
 	// 1. A finished job never runs again: clean up as cleanPodPolicy says
 	// (the framework deletes it past its TTL).
-	if legacy.IsFinished(status) {
+	if IsFinished(status) {
 		p.finished(obs)
 		return
 	}
 
 	// 2. Validate what was written, then default in memory, as v1 did.
-	_, errs := legacy.Validate(nil, job)
+	_, errs := Validate(nil, job)
 	if len(errs) > 0 {
 		p.failValidation(errs.ToAggregate())
 		return
 	}
-	d := legacy.Defaulted(job)
+	d := Defaulted(job)
 	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
 	js := obs.JobSet(job.Name)
 
 	// 3. A resumed job counts its deadline from now; one that never ran from
 	// its first unsuspended pass (v1's startTime).
 	if startRun(status, suspended, p.now) {
-		msg := legacy.MsgResumed(job)
-		legacy.SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionFalse, legacy.ReasonResumed, msg, p.now)
-		p.event(corev1.EventTypeNormal, legacy.ReasonResumed, "Resume", "%s", msg)
+		msg := MsgResumed(job)
+		SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionFalse, ReasonResumed, msg, p.now)
+		p.event(corev1.EventTypeNormal, ReasonResumed, "Resume", "%s", msg)
 	}
 
 	// Past activeDeadlineSeconds (counted from startTime) the job fails and
 	// everything it runs goes, as in v1: the framework deletes the JobSet,
 	// the Services are the kind's.
 	if sync.DeadlineExceeded {
-		p.fail(legacy.ReasonFailed, legacy.MsgDeadline(job))
+		p.fail(ReasonFailed, MsgDeadline(job))
 		p.out.Delete = append(p.out.Delete, services(obs)...)
 		return
 	}
@@ -144,32 +143,32 @@ func (p *pass) updateStatus(d *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet,
 	if suspended {
 		// v1: a suspended job has no active pods (Kueue waits for that before
 		// it considers a preempted job stopped).
-		status.ReplicaStatuses = legacy.ReplicaStatuses(d, nil)
+		status.ReplicaStatuses = ReplicaStatuses(d, nil)
 		for t, rs := range p.job.Status.ReplicaStatuses {
 			if cur := status.ReplicaStatuses[t]; cur != nil && rs != nil {
 				cur.Succeeded, cur.Failed = rs.Succeeded, rs.Failed
 			}
 		}
-		msg := legacy.MsgSuspended(job)
-		if legacy.IsTrue(status, kubeflowv1.JobRunning) {
-			legacy.SetCondition(status, kubeflowv1.JobRunning, corev1.ConditionFalse, legacy.ReasonSuspended, msg, p.now)
+		msg := MsgSuspended(job)
+		if IsTrue(status, kubeflowv1.JobRunning) {
+			SetCondition(status, kubeflowv1.JobRunning, corev1.ConditionFalse, ReasonSuspended, msg, p.now)
 		}
-		if !legacy.IsTrue(status, kubeflowv1.JobSuspended) {
-			legacy.SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionTrue, legacy.ReasonSuspended, msg, p.now)
-			p.event(corev1.EventTypeNormal, legacy.ReasonSuspended, "Suspend", "%s", msg)
+		if !IsTrue(status, kubeflowv1.JobSuspended) {
+			SetCondition(status, kubeflowv1.JobSuspended, corev1.ConditionTrue, ReasonSuspended, msg, p.now)
+			p.event(corev1.EventTypeNormal, ReasonSuspended, "Suspend", "%s", msg)
 		}
 		return
 	}
-	status.ReplicaStatuses = legacy.ReplicaStatuses(d, pods)
-	for _, t := range legacy.UpdateRunning(d, status, p.now) {
+	status.ReplicaStatuses = ReplicaStatuses(d, pods)
+	for _, t := range UpdateRunning(d, status, p.now) {
 		p.event(corev1.EventTypeWarning, t.Reason, "Restart", "%s", t.Message)
 	}
-	if t, reason, msg, ok := legacy.Terminal(d, js, status); ok {
+	if t, reason, msg, ok := Terminal(d, js, status); ok {
 		if t == kubeflowv1.JobFailed {
 			p.fail(reason, msg)
 			return
 		}
-		if legacy.SetCondition(status, t, corev1.ConditionTrue, reason, msg, p.now) {
+		if SetCondition(status, t, corev1.ConditionTrue, reason, msg, p.now) {
 			p.event(corev1.EventTypeNormal, reason, "Complete", "%s", msg)
 		}
 		if status.CompletionTime == nil {
@@ -181,7 +180,7 @@ func (p *pass) updateStatus(d *kubeflowv1.PyTorchJob, js *jobsetv1alpha2.JobSet,
 
 // fail sets Failed with its completion time, and says so in an event.
 func (p *pass) fail(reason, msg string) {
-	if legacy.SetCondition(p.status, kubeflowv1.JobFailed, corev1.ConditionTrue, reason, msg, p.now) {
+	if SetCondition(p.status, kubeflowv1.JobFailed, corev1.ConditionTrue, reason, msg, p.now) {
 		p.event(corev1.EventTypeWarning, reason, "Fail", "%s", msg)
 	}
 	if p.status.CompletionTime == nil {
@@ -193,17 +192,17 @@ func (p *pass) fail(reason, msg string) {
 // admission. Failing it (rather than waiting for a fix) also tells Kueue the
 // workload is finished, so it does not hold quota.
 func (p *pass) failValidation(err error) {
-	p.fail(legacy.ReasonFailedValidation, legacy.MsgFailedValidation(p.job, err))
+	p.fail(ReasonFailedValidation, MsgFailedValidation(p.job, err))
 }
 
 // finished handles a succeeded or failed job: v1 moves still-active replicas
 // of a succeeded job to succeeded and applies cleanPodPolicy (then the
 // framework, the TTL).
 func (p *pass) finished(obs *observe.Observed) {
-	if legacy.IsTrue(p.status, kubeflowv1.JobSucceeded) {
+	if IsTrue(p.status, kubeflowv1.JobSucceeded) {
 		succeedActive(p.status)
 	}
-	p.out.Delete = cleanUp(legacy.Defaulted(p.job), obs)
+	p.out.Delete = cleanUp(Defaulted(p.job), obs)
 }
 
 // succeedActive moves active counts to succeeded, as v1 did once a job succeeded.

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"errors"
@@ -16,8 +16,6 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
-	"github.com/trainyard/trainyard/pkg/metrics"
 )
 
 // quietManager is a fakeManager with a logger (the webhook setup logs).
@@ -65,12 +63,12 @@ func TestKindSettings(t *testing.T) {
 	if err := k.SetupWebhooks(m); err != nil {
 		t.Fatal(err)
 	}
-	want := Options{MaxConcurrentReconciles: 3, GangScheduler: legacy.GangVolcano}
+	want := Options{MaxConcurrentReconciles: 3, GangScheduler: GangVolcano}
 	if diff := cmp.Diff(want, k.Options); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
 	var dup prometheus.AlreadyRegisteredError
-	if err := metrics.NewPyTorchJob().Register(reg); !errors.As(err, &dup) {
+	if err := NewMetrics().Register(reg); !errors.As(err, &dup) {
 		t.Errorf("registering the PyTorchJob metrics again: %v, want AlreadyRegistered", err)
 	}
 }

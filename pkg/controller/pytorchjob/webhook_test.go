@@ -1,4 +1,4 @@
-package webhooks
+package pytorchjob
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func pytorchJob(mutate ...func(*kubeflowv1.PyTorchJob)) *kubeflowv1.PyTorchJob {
 	return j
 }
 
-var defaultPort = []corev1.ContainerPort{{Name: "pytorchjob-port", ContainerPort: 23456}}
+var defaultPorts = []corev1.ContainerPort{{Name: "pytorchjob-port", ContainerPort: 23456}}
 
 // v1Defaults are the defaults the mnist example gets.
 func v1Defaults(j *kubeflowv1.PyTorchJob) {
@@ -43,7 +43,7 @@ func v1Defaults(j *kubeflowv1.PyTorchJob) {
 	j.Spec.NprocPerNode = ptr.To("auto")
 	for _, rs := range j.Spec.PyTorchReplicaSpecs {
 		rs.RestartPolicy = kubeflowv1.RestartPolicyOnFailure
-		rs.Template.Spec.Containers[0].Ports = defaultPort
+		rs.Template.Spec.Containers[0].Ports = defaultPorts
 	}
 }
 

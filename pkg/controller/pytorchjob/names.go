@@ -1,11 +1,3 @@
-// Package pytorchjob runs legacy kubeflow.org/v1 PyTorchJobs through Trainyard's
-// own pipeline. A PyTorchJob is defaulted in memory and validated as
-// training-operator v1.9 did, then converted into a runtime (a JobSet template
-// with one replicated job per pod role) and a synthetic TrainJob, and run
-// through a framework.Framework with this package's plugins (the v1
-// environment, the per-replica Services) and the shared JobSet plugin. Status
-// helpers turn what the JobSet and its pods report into v1 conditions and
-// replica counts.
 package pytorchjob
 
 import (

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"errors"
@@ -14,7 +14,6 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -47,10 +46,10 @@ func TestPlan(t *testing.T) {
 		wantInvalid   string
 	}{
 		"succeeded: nothing": {
-			job: mnist(2, created, cond(kubeflowv1.JobSucceeded, corev1.ConditionTrue, legacy.ReasonSucceeded)),
+			job: mnist(2, created, cond(kubeflowv1.JobSucceeded, corev1.ConditionTrue, ReasonSucceeded)),
 		},
 		"failed: nothing": {
-			job: mnist(2, created, cond(kubeflowv1.JobFailed, corev1.ConditionTrue, legacy.ReasonFailed)),
+			job: mnist(2, created, cond(kubeflowv1.JobFailed, corev1.ConditionTrue, ReasonFailed)),
 		},
 		"invalid: InvalidError": {
 			job: mnist(2, func(j *kubeflowv1.PyTorchJob) {
@@ -83,7 +82,7 @@ func TestPlan(t *testing.T) {
 		},
 		"resumed past its old deadline: counts from now": {
 			job: mnist(2, created, deadlineSeconds(60), startedAt(ago(time.Hour)),
-				cond(kubeflowv1.JobSuspended, corev1.ConditionTrue, legacy.ReasonSuspended)),
+				cond(kubeflowv1.JobSuspended, corev1.ConditionTrue, ReasonSuspended)),
 			want: running,
 		},
 		"valid: Services, then the JobSet": {

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"errors"
@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
@@ -33,7 +32,7 @@ func TestLabelPatches(t *testing.T) {
 		},
 		"pod without job-name": {
 			pods: []corev1.Pod{pod("mnist-worker-0", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodPending, func(p *corev1.Pod) {
-				delete(p.Labels, legacy.LegacyJobNameLabel)
+				delete(p.Labels, LegacyJobNameLabel)
 			})},
 			want: []string{`mnist-worker-0 {"metadata":{"labels":{"job-name":"mnist"}}}`},
 		},
@@ -82,7 +81,7 @@ func TestLabelPatches(t *testing.T) {
 
 func TestCleanUp(t *testing.T) {
 	obs := observed(nil,
-		[]*corev1.Service{service("mnist-master-0", false), service("mnist-worker-0", false), service("mnist-worker-1", true)},
+		[]*corev1.Service{serviceOf("mnist-master-0", false), serviceOf("mnist-worker-0", false), serviceOf("mnist-worker-1", true)},
 		pod("a-pending", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodPending),
 		pod("b-running", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodRunning),
 		pod("c-succeeded", kubeflowv1.PyTorchJobReplicaTypeMaster, corev1.PodSucceeded),
@@ -103,7 +102,7 @@ func TestCleanUp(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			job := legacy.Defaulted(mnist(1, cleanPodPolicy(tc.policy)))
+			job := Defaulted(mnist(1, cleanPodPolicy(tc.policy)))
 			got := cleanUp(job, obs)
 			if diff := cmp.Diff(tc.want, sortedNames(got)); diff != "" {
 				t.Errorf("cleanUp (-want +got):\n%s", diff)
@@ -113,7 +112,7 @@ func TestCleanUp(t *testing.T) {
 }
 
 func TestServices(t *testing.T) {
-	obs := observed(jobSet(), []*corev1.Service{service("b", false), service("a", false), service("gone", true)})
+	obs := observed(jobSet(), []*corev1.Service{serviceOf("b", false), serviceOf("a", false), serviceOf("gone", true)})
 	obs.Children[childKey("ConfigMap", "c")] = &corev1.ConfigMap{}
 	if diff := cmp.Diff([]string{"*v1.Service a", "*v1.Service b"}, sortedNames(services(obs))); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)

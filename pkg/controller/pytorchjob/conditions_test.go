@@ -18,17 +18,17 @@ var (
 	t2 = metav1.NewTime(t0.Add(2 * time.Minute))
 )
 
-type cond struct {
+type condRow struct {
 	Type   kubeflowv1.JobConditionType
 	Status corev1.ConditionStatus
 	Reason string
 	Since  metav1.Time
 }
 
-func conds(st *kubeflowv1.JobStatus) []cond {
-	var out []cond
+func conds(st *kubeflowv1.JobStatus) []condRow {
+	var out []condRow
 	for _, c := range st.Conditions {
-		out = append(out, cond{c.Type, c.Status, c.Reason, c.LastTransitionTime})
+		out = append(out, condRow{c.Type, c.Status, c.Reason, c.LastTransitionTime})
 	}
 	return out
 }
@@ -46,7 +46,7 @@ func TestSetCondition(t *testing.T) {
 		t.Errorf("same status and reason reported as a change")
 	}
 	SetCondition(st, kubeflowv1.JobRestarting, corev1.ConditionTrue, ReasonRestarting, "restarting", t1)
-	want := []cond{
+	want := []condRow{
 		{kubeflowv1.JobCreated, corev1.ConditionTrue, ReasonCreated, t0},
 		{kubeflowv1.JobRestarting, corev1.ConditionTrue, ReasonRestarting, t1},
 	}
@@ -55,7 +55,7 @@ func TestSetCondition(t *testing.T) {
 	}
 	SetCondition(st, kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, "running", t1)
 	SetCondition(st, kubeflowv1.JobSucceeded, corev1.ConditionTrue, ReasonSucceeded, "done", t2)
-	want = []cond{
+	want = []condRow{
 		{kubeflowv1.JobCreated, corev1.ConditionTrue, ReasonCreated, t0},
 		{kubeflowv1.JobRunning, corev1.ConditionFalse, ReasonRunning, t2},
 		{kubeflowv1.JobSucceeded, corev1.ConditionTrue, ReasonSucceeded, t2},
@@ -79,7 +79,7 @@ func TestSetCondition(t *testing.T) {
 	}
 }
 
-func pod(rtype, phase string, deleting bool) corev1.Pod {
+func rolePod(rtype, phase string, deleting bool) corev1.Pod {
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{kubeflowv1.ReplicaTypeLabel: rtype}},
 		Status:     corev1.PodStatus{Phase: corev1.PodPhase(phase)},
@@ -93,9 +93,9 @@ func pod(rtype, phase string, deleting bool) corev1.Pod {
 func TestReplicaStatuses(t *testing.T) {
 	job := Defaulted(mnist(4))
 	got := ReplicaStatuses(job, []corev1.Pod{
-		pod("master", "Running", false),
-		pod("worker", "Running", false), pod("worker", "Running", true), pod("worker", "Pending", false),
-		pod("worker", "Succeeded", false), pod("worker", "Failed", false), pod("other", "Running", false),
+		rolePod("master", "Running", false),
+		rolePod("worker", "Running", false), rolePod("worker", "Running", true), rolePod("worker", "Pending", false),
+		rolePod("worker", "Succeeded", false), rolePod("worker", "Failed", false), rolePod("other", "Running", false),
 	})
 	want := map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus{
 		"Master": {Active: 1, Selector: "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type=master"},
@@ -114,23 +114,23 @@ func TestUpdateRunning(t *testing.T) {
 		job        *kubeflowv1.PyTorchJob
 		master     *kubeflowv1.ReplicaStatus
 		worker     *kubeflowv1.ReplicaStatus
-		want       []cond
+		want       []condRow
 		restarting bool
 	}{
 		"nothing runs yet": {job: mnist(2), master: rs(0, 0, 0), worker: rs(2, 0, 0)},
 		"running once the master runs": {job: mnist(2), master: rs(1, 0, 0), worker: rs(0, 0, 0),
-			want: []cond{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
+			want: []condRow{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
 		"a failed worker that restarts": {job: mnist(2), master: rs(1, 0, 0), worker: rs(1, 0, 1),
-			want: []cond{{kubeflowv1.JobRestarting, corev1.ConditionTrue, ReasonRestarting, t0}}, restarting: true},
+			want: []condRow{{kubeflowv1.JobRestarting, corev1.ConditionTrue, ReasonRestarting, t0}}, restarting: true},
 		"a failed worker under Never does not restart (the JobSet fails the job)": {
 			job: mnist(2, func(j *kubeflowv1.PyTorchJob) {
 				j.Spec.PyTorchReplicaSpecs["Worker"].RestartPolicy = kubeflowv1.RestartPolicyNever
 			}),
 			master: rs(1, 0, 0), worker: rs(1, 0, 1),
-			want: []cond{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
+			want: []condRow{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
 		"without a master: running once a worker runs": {
 			job: mnist(2, func(j *kubeflowv1.PyTorchJob) { delete(j.Spec.PyTorchReplicaSpecs, "Master") }), worker: rs(1, 0, 0),
-			want: []cond{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
+			want: []condRow{{kubeflowv1.JobRunning, corev1.ConditionTrue, ReasonRunning, t0}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

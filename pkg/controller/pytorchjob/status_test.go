@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"errors"
@@ -17,7 +17,6 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -42,9 +41,9 @@ func ev(typ, reason, action, msg string) jobframework.Event {
 
 var (
 	evJobSetCreated = ev("Normal", EventJobSetCreated, "Create", "Created JobSet mnist")
-	evSuspended     = ev("Normal", legacy.ReasonSuspended, "Suspend", "PyTorchJob mnist is suspended.")
-	evResumed       = ev("Normal", legacy.ReasonResumed, "Resume", "PyTorchJob mnist is resumed.")
-	evDeadline      = ev("Warning", legacy.ReasonFailed, "Fail", "Job mnist has failed because it was active longer than specified deadline")
+	evSuspended     = ev("Normal", ReasonSuspended, "Suspend", "PyTorchJob mnist is suspended.")
+	evResumed       = ev("Normal", ReasonResumed, "Resume", "PyTorchJob mnist is resumed.")
+	evDeadline      = ev("Warning", ReasonFailed, "Fail", "Job mnist has failed because it was active longer than specified deadline")
 )
 
 func replicas(master, worker string) map[kubeflowv1.ReplicaType]string {
@@ -56,7 +55,7 @@ const none = "active=0 succeeded=0 failed=0"
 func TestStatus(t *testing.T) {
 	errAPI := errors.New("apiserver unavailable")
 	js := jobSet()
-	svcs := []*corev1.Service{service("mnist-master-0", false), service("mnist-worker-0", true)}
+	svcs := []*corev1.Service{serviceOf("mnist-master-0", false), serviceOf("mnist-worker-0", true)}
 	masterRunning := pod("mnist-master-0", kubeflowv1.PyTorchJobReplicaTypeMaster, corev1.PodRunning)
 	workerRunning := pod("mnist-worker-0", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodRunning, relabelled)
 	cases := map[string]struct {
@@ -99,7 +98,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"JobSet recreated": {
-			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", legacy.ReasonSuspended)),
+			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", ReasonSuspended)),
 			obs:  observed(js, nil),
 			sync: synced(childsync.Recreated, js),
 			want: summary{
@@ -109,7 +108,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"JobSet updated": {
-			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", legacy.ReasonSuspended)),
+			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", ReasonSuspended)),
 			obs:  observed(js, nil),
 			sync: synced(childsync.Updated, js),
 			want: summary{
@@ -131,7 +130,7 @@ func TestStatus(t *testing.T) {
 		},
 		"suspending a running job: Running turns False, active pods no longer count": {
 			job: mnist(2, created, suspend, startedAt(ago(time.Hour)),
-				cond(kubeflowv1.JobRunning, "True", legacy.ReasonRunning),
+				cond(kubeflowv1.JobRunning, "True", ReasonRunning),
 				replicaStatus(kubeflowv1.PyTorchJobReplicaTypeMaster, 1, 0, 0),
 				replicaStatus(kubeflowv1.PyTorchJobReplicaTypeWorker, 1, 1, 1)),
 			obs:  observed(js, nil, masterRunning, workerRunning),
@@ -146,7 +145,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"still suspended: no new event": {
-			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", legacy.ReasonSuspended)),
+			job:  mnist(1, created, suspend, cond(kubeflowv1.JobSuspended, "True", ReasonSuspended)),
 			obs:  observed(js, nil),
 			sync: synced(childsync.None, js),
 			want: summary{
@@ -155,7 +154,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"resumed: Suspended turns False, start time reset": {
-			job:  mnist(1, created, startedAt(ago(time.Hour)), cond(kubeflowv1.JobSuspended, "True", legacy.ReasonSuspended)),
+			job:  mnist(1, created, startedAt(ago(time.Hour)), cond(kubeflowv1.JobSuspended, "True", ReasonSuspended)),
 			obs:  observed(js, nil),
 			sync: synced(childsync.Resumed, js),
 			want: summary{
@@ -190,7 +189,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"past its deadline while suspended: not failed": {
-			job:  mnist(1, created, suspend, deadlineSeconds(60), startedAt(ago(2*time.Minute)), cond(kubeflowv1.JobSuspended, "True", legacy.ReasonSuspended)),
+			job:  mnist(1, created, suspend, deadlineSeconds(60), startedAt(ago(2*time.Minute)), cond(kubeflowv1.JobSuspended, "True", ReasonSuspended)),
 			obs:  observed(js, nil),
 			sync: synced(childsync.None, js),
 			want: summary{
@@ -219,7 +218,7 @@ func TestStatus(t *testing.T) {
 			want: summary{
 				Conditions:     []string{cCreated, cFailedValidation},
 				CompletionTime: nowText,
-				Events: []jobframework.Event{ev("Warning", legacy.ReasonFailedValidation, "Fail",
+				Events: []jobframework.Event{ev("Warning", ReasonFailedValidation, "Fail",
 					"PyTorchJob mnist failed validation because spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1")},
 				Requeue: 44*time.Second + 500*time.Millisecond,
 			},
@@ -233,7 +232,7 @@ func TestStatus(t *testing.T) {
 				Conditions:     []string{cCreated, cFailedValidation},
 				StartTime:      nowText,
 				CompletionTime: nowText,
-				Events: []jobframework.Event{ev("Warning", legacy.ReasonFailedValidation, "Fail",
+				Events: []jobframework.Event{ev("Warning", ReasonFailedValidation, "Fail",
 					`PyTorchJob mnist failed validation because building: spec.x: Invalid value: "y": no good`)},
 			},
 		},
@@ -300,7 +299,7 @@ func TestStatus(t *testing.T) {
 			},
 		},
 		"a worker failed and restarts: Restarting, with a warning": {
-			job: mnist(2, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", legacy.ReasonRunning)),
+			job: mnist(2, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", ReasonRunning)),
 			obs: observed(js, nil, masterRunning, workerRunning,
 				pod("mnist-worker-1", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodFailed, relabelled)),
 			sync: synced(childsync.None, js),
@@ -308,12 +307,12 @@ func TestStatus(t *testing.T) {
 				Conditions: []string{cCreated, cRestarting},
 				Replicas:   replicas("active=1 succeeded=0 failed=0", "active=1 succeeded=0 failed=1"),
 				StartTime:  timeText(ago(time.Minute)),
-				Events:     []jobframework.Event{ev("Warning", legacy.ReasonRestarting, "Restart", "PyTorchJob mnist is restarting because 1 Worker replica(s) failed.")},
+				Events:     []jobframework.Event{ev("Warning", ReasonRestarting, "Restart", "PyTorchJob mnist is restarting because 1 Worker replica(s) failed.")},
 				Patches:    []string{`mnist-master-0 {"metadata":{"labels":{"job-name":"mnist"}}}`},
 			},
 		},
 		"JobSet completed: Succeeded, active counted as succeeded, requeued for the TTL": {
-			job: mnist(1, created, ttlSeconds(60), startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", legacy.ReasonRunning)),
+			job: mnist(1, created, ttlSeconds(60), startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", ReasonRunning)),
 			obs: observed(jobSet(jobSetCond(jobsetv1alpha2.JobSetCompleted, "done")), nil,
 				pod("mnist-master-0", kubeflowv1.PyTorchJobReplicaTypeMaster, corev1.PodSucceeded, relabelled),
 				pod("mnist-worker-0", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodRunning, relabelled)),
@@ -323,14 +322,14 @@ func TestStatus(t *testing.T) {
 				Replicas:       replicas("active=0 succeeded=1 failed=0", "active=0 succeeded=1 failed=0"),
 				StartTime:      timeText(ago(time.Minute)),
 				CompletionTime: nowText,
-				Events:         []jobframework.Event{ev("Normal", legacy.ReasonSucceeded, "Complete", "PyTorchJob mnist is successfully completed.")},
+				Events:         []jobframework.Event{ev("Normal", ReasonSucceeded, "Complete", "PyTorchJob mnist is successfully completed.")},
 				Requeue:        59*time.Second + 500*time.Millisecond,
 			},
 		},
 		// The pass that sees the failed JobSet once its pods are gone. (With
 		// the failed pod still observed, see the report: Restarting is set too.)
 		"JobSet failed, OnFailure: Failed by backoff": {
-			job:  mnist(1, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", legacy.ReasonRunning)),
+			job:  mnist(1, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", ReasonRunning)),
 			obs:  observed(nil, nil),
 			sync: synced(childsync.None, failedJobSet("master")),
 			want: summary{
@@ -338,11 +337,11 @@ func TestStatus(t *testing.T) {
 				Replicas:       replicas(none, none),
 				StartTime:      timeText(ago(time.Minute)),
 				CompletionTime: nowText,
-				Events:         []jobframework.Event{ev("Warning", legacy.ReasonFailed, "Fail", "Job mnist has failed because it has reached the specified backoff limit")},
+				Events:         []jobframework.Event{ev("Warning", ReasonFailed, "Fail", "Job mnist has failed because it has reached the specified backoff limit")},
 			},
 		},
 		"JobSet failed, Never: Failed by the failed pods": {
-			job: mnist(2, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", legacy.ReasonRunning), func(j *kubeflowv1.PyTorchJob) {
+			job: mnist(2, created, startedAt(ago(time.Minute)), cond(kubeflowv1.JobRunning, "True", ReasonRunning), func(j *kubeflowv1.PyTorchJob) {
 				j.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy = kubeflowv1.RestartPolicyNever
 			}),
 			obs: observed(nil, nil,
@@ -355,7 +354,7 @@ func TestStatus(t *testing.T) {
 				Replicas:       replicas("active=1 succeeded=0 failed=0", "active=0 succeeded=0 failed=2"),
 				StartTime:      timeText(ago(time.Minute)),
 				CompletionTime: nowText,
-				Events:         []jobframework.Event{ev("Warning", legacy.ReasonFailed, "Fail", "PyTorchJob mnist is failed because 2 Worker replica(s) failed.")},
+				Events:         []jobframework.Event{ev("Warning", ReasonFailed, "Fail", "PyTorchJob mnist is failed because 2 Worker replica(s) failed.")},
 			},
 		},
 		"pods of the planned JobSet when sync left no children": {
@@ -388,11 +387,11 @@ func TestStatus(t *testing.T) {
 
 // A finished job is cleaned up by cleanPodPolicy, then deleted past its TTL.
 func TestStatusFinished(t *testing.T) {
-	succeeded := cond(kubeflowv1.JobSucceeded, "True", legacy.ReasonSucceeded)
-	failed := cond(kubeflowv1.JobFailed, "True", legacy.ReasonFailed)
+	succeeded := cond(kubeflowv1.JobSucceeded, "True", ReasonSucceeded)
+	failed := cond(kubeflowv1.JobFailed, "True", ReasonFailed)
 	js := jobSet(jobSetCond(jobsetv1alpha2.JobSetCompleted, ""))
 	obs := observed(js,
-		[]*corev1.Service{service("mnist-master-0", false), service("mnist-worker-0", true)},
+		[]*corev1.Service{serviceOf("mnist-master-0", false), serviceOf("mnist-worker-0", true)},
 		pod("mnist-master-0", kubeflowv1.PyTorchJobReplicaTypeMaster, corev1.PodSucceeded),
 		pod("mnist-worker-0", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodRunning),
 		pod("mnist-worker-1", kubeflowv1.PyTorchJobReplicaTypeWorker, corev1.PodPending),

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +18,6 @@ import (
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
@@ -35,46 +33,11 @@ var (
 // newAdapter is the adapter as SetupWithManager builds it.
 func newAdapter(t *testing.T) Adapter {
 	t.Helper()
-	fw, err := legacy.NewFramework()
+	fw, err := NewFramework()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return Adapter{Framework: fw}
-}
-
-// replica is a ReplicaSpec as the Kubeflow mnist example writes it.
-func replica(n int32, policy kubeflowv1.RestartPolicy) *kubeflowv1.ReplicaSpec {
-	return &kubeflowv1.ReplicaSpec{
-		Replicas:      ptr.To(n),
-		RestartPolicy: policy,
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"sidecar.istio.io/inject": "false"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name:  "pytorch",
-				Image: "kubeflow/pytorch-dist-mnist:latest",
-				Args:  []string{"--backend", "nccl"},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					"nvidia.com/gpu": resource.MustParse("1"),
-				}},
-			}}},
-		},
-	}
-}
-
-// mnist is the mnist example with one Master and `workers` Workers.
-func mnist(workers int32, mutate ...func(*kubeflowv1.PyTorchJob)) *kubeflowv1.PyTorchJob {
-	job := &kubeflowv1.PyTorchJob{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob"},
-		ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "ns", UID: "uid-1"},
-		Spec: kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{
-			kubeflowv1.PyTorchJobReplicaTypeMaster: replica(1, kubeflowv1.RestartPolicyOnFailure),
-			kubeflowv1.PyTorchJobReplicaTypeWorker: replica(workers, kubeflowv1.RestartPolicyOnFailure),
-		}},
-	}
-	for _, m := range mutate {
-		m(job)
-	}
-	return job
 }
 
 // Job mutators.
@@ -110,14 +73,14 @@ func cond(t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason s
 	}
 }
 
-var created = cond(kubeflowv1.JobCreated, corev1.ConditionTrue, legacy.ReasonCreated)
+var created = cond(kubeflowv1.JobCreated, corev1.ConditionTrue, ReasonCreated)
 
 func replicaStatus(rtype kubeflowv1.ReplicaType, active, succeeded, failed int32) func(*kubeflowv1.PyTorchJob) {
 	return func(j *kubeflowv1.PyTorchJob) {
 		if j.Status.ReplicaStatuses == nil {
 			j.Status.ReplicaStatuses = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus{}
 		}
-		j.Status.ReplicaStatuses[rtype] = &kubeflowv1.ReplicaStatus{Active: active, Succeeded: succeeded, Failed: failed, Selector: legacy.RoleSelector(j.Name, rtype)}
+		j.Status.ReplicaStatuses[rtype] = &kubeflowv1.ReplicaStatus{Active: active, Succeeded: succeeded, Failed: failed, Selector: RoleSelector(j.Name, rtype)}
 	}
 }
 
@@ -133,7 +96,7 @@ func jobSetCond(t jobsetv1alpha2.JobSetConditionType, msg string) metav1.Conditi
 	return metav1.Condition{Type: string(t), Status: metav1.ConditionTrue, Reason: "r", Message: msg}
 }
 
-func service(name string, deleting bool) *corev1.Service {
+func serviceOf(name string, deleting bool) *corev1.Service {
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
 	if deleting {
 		s.DeletionTimestamp = ago(time.Second)
@@ -149,8 +112,8 @@ func pod(name string, rtype kubeflowv1.ReplicaType, phase corev1.PodPhase, mutat
 			jobsetv1alpha2.JobSetNameKey:        "mnist",
 			jobsetv1alpha2.JobSetUIDKey:         "js-uid",
 			kubeflowv1.ReplicaTypeLabel:         strings.ToLower(string(rtype)),
-			legacy.LegacyJobNameLabel:           "mnist-" + strings.ToLower(string(rtype)) + "-0", // set by the batch Job
-			kubeflowv1.OperatorNameLabel:        legacy.OperatorName,
+			LegacyJobNameLabel:                  "mnist-" + strings.ToLower(string(rtype)) + "-0", // set by the batch Job
+			kubeflowv1.OperatorNameLabel:        OperatorName,
 			jobsetv1alpha2.ReplicatedJobNameKey: strings.ToLower(string(rtype)),
 		}},
 		Status: corev1.PodStatus{Phase: phase},
@@ -161,7 +124,7 @@ func pod(name string, rtype kubeflowv1.ReplicaType, phase corev1.PodPhase, mutat
 	return p
 }
 
-func relabelled(p *corev1.Pod) { p.Labels[legacy.LegacyJobNameLabel] = "mnist" }
+func relabelled(p *corev1.Pod) { p.Labels[LegacyJobNameLabel] = "mnist" }
 
 func deleting(p *corev1.Pod) { p.DeletionTimestamp = ago(time.Second) }
 

@@ -1,4 +1,4 @@
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"encoding/json"
@@ -8,7 +8,6 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
@@ -23,7 +22,7 @@ import (
 // it happens (normally well under a second after the pod is created), the pod
 // carries job-name=<its batch Job's name>, and `-l job-name=<job>` misses it.
 func podLabels(job *kubeflowv1.PyTorchJob, pod *corev1.Pod) map[string]string {
-	want := map[string]string{legacy.LegacyJobNameLabel: job.Name}
+	want := map[string]string{LegacyJobNameLabel: job.Name}
 	for k, v := range want {
 		if pod.Labels[k] == v {
 			delete(want, k)

@@ -1,11 +1,4 @@
-// Package pytorchjobcontroller plugs legacy kubeflow.org/v1 PyTorchJobs into the generic
-// reconciler (pkg/controller/jobframework). A PyTorchJob resolves to the plan
-// pkg/legacy/pytorchjob builds (its Services, then its JobSet); what this
-// package adds is v1's behaviour around it, computed purely from what was
-// observed: in-memory defaulting and validation, v1 labels on the pods, v1
-// conditions and replica counts, activeDeadlineSeconds, cleanPodPolicy and
-// ttlSecondsAfterFinished.
-package pytorchjobcontroller
+package pytorchjob
 
 import (
 	"time"
@@ -16,8 +9,6 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
@@ -46,12 +37,12 @@ const (
 
 // Adapter is the PyTorchJob kind.
 type Adapter struct {
-	// Framework is the PyTorchJob pipeline (legacy.NewFramework), built once.
+	// Framework is the PyTorchJob pipeline (NewFramework), built once.
 	Framework *framework.Framework
 	// GangScheduler is the gang scheduler of every PyTorchJob (none when "").
-	GangScheduler legacy.GangScheduler
+	GangScheduler GangScheduler
 	// Metrics are the manager's PyTorchJob metrics (nil: none recorded).
-	Metrics *metrics.PyTorchJob
+	Metrics *Metrics
 }
 
 var _ jobframework.Adapter = Adapter{}
@@ -80,10 +71,10 @@ func passTime(now time.Time) metav1.Time { return metav1.NewTime(now.Truncate(ti
 // job.
 func (a Adapter) Plan(o client.Object, _ *observe.Observed, _ time.Time) (*plan.Plan, error) {
 	job := o.(*kubeflowv1.PyTorchJob)
-	if _, errs := legacy.Validate(nil, job); len(errs) > 0 {
+	if _, errs := Validate(nil, job); len(errs) > 0 {
 		return nil, &framework.InvalidError{Errs: errs}
 	}
-	return legacy.BuildWithGang(a.Framework, legacy.Defaulted(job), a.GangScheduler)
+	return BuildWithGang(a.Framework, Defaulted(job), a.GangScheduler)
 }
 
 var _ jobframework.Lifecycle = Adapter{}
@@ -91,13 +82,13 @@ var _ jobframework.Lifecycle = Adapter{}
 // Finished implements jobframework.Lifecycle: Succeeded or Failed, and when.
 func (Adapter) Finished(o client.Object) (bool, *metav1.Time) {
 	st := &o.(*kubeflowv1.PyTorchJob).Status
-	return legacy.IsFinished(st), st.CompletionTime
+	return IsFinished(st), st.CompletionTime
 }
 
 // TTLAfterFinished implements jobframework.Lifecycle: runPolicy's (as
 // defaulted: an invalid job has one too).
 func (Adapter) TTLAfterFinished(o client.Object) *int32 {
-	return legacy.Defaulted(o.(*kubeflowv1.PyTorchJob)).Spec.RunPolicy.TTLSecondsAfterFinished
+	return Defaulted(o.(*kubeflowv1.PyTorchJob)).Spec.RunPolicy.TTLSecondsAfterFinished
 }
 
 // Deadline implements jobframework.Lifecycle: activeDeadlineSeconds from
@@ -106,10 +97,10 @@ func (Adapter) TTLAfterFinished(o client.Object) *int32 {
 // validation (it fails for that).
 func (Adapter) Deadline(o client.Object, now time.Time) (time.Time, bool) {
 	job := o.(*kubeflowv1.PyTorchJob)
-	if _, errs := legacy.Validate(nil, job); len(errs) > 0 {
+	if _, errs := Validate(nil, job); len(errs) > 0 {
 		return time.Time{}, false // it fails validation first
 	}
-	d := legacy.Defaulted(job)
+	d := Defaulted(job)
 	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
 	if suspended {
 		return time.Time{}, false
@@ -126,7 +117,7 @@ func startRun(status *kubeflowv1.JobStatus, suspended bool, now metav1.Time) (re
 	if suspended {
 		return false
 	}
-	if legacy.IsTrue(status, kubeflowv1.JobSuspended) {
+	if IsTrue(status, kubeflowv1.JobSuspended) {
 		resumed = true
 		status.StartTime = now.DeepCopy()
 	}

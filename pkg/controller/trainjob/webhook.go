@@ -1,9 +1,4 @@
-// Package webhooks serves Trainyard's admission webhooks: defaulting and
-// validation of TrainJobs and of legacy kubeflow.org/v1 PyTorchJobs, and
-// validation of TrainingRuntimes and ClusterTrainingRuntimes. The checks live
-// in pkg/validation and pkg/legacy/pytorchjob, where the controllers run them
-// too; every rejection names the offending field.
-package webhooks
+package trainjob
 
 import (
 	"context"
@@ -13,11 +8,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -25,6 +20,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/validation"
+	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
@@ -101,9 +97,9 @@ var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.TrainJob) (admission.Warnings, error) {
 	errs := validation.ValidateTrainJob(nil, job)
 	if ours(job) {
-		errs = append(errs, v.againstRuntime(ctx, nil, job, true)...)
+		errs = append(errs, v.againstRuntime(ctx, job, true)...)
 	}
-	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
+	return nil, webhooks.Invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -117,9 +113,9 @@ func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *tra
 	overridesChanged := !equality.Semantic.DeepEqual(oldJob.Spec.PodTemplateOverrides, job.Spec.PodTemplateOverrides) ||
 		!equality.Semantic.DeepEqual(oldJob.Spec.RuntimePatches, job.Spec.RuntimePatches)
 	if ours(job) && overridesChanged {
-		errs = append(errs, v.againstRuntime(ctx, oldJob, job, false)...)
+		errs = append(errs, v.againstRuntime(ctx, job, false)...)
 	}
-	return nil, invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
+	return nil, webhooks.Invalid(trainerKind(trainer.TrainJobKind), job.Name, errs)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -127,7 +123,7 @@ func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (
 	return nil, nil
 }
 
-func (v *TrainJobValidator) againstRuntime(ctx context.Context, oldJob, job *trainer.TrainJob, mustExist bool) field.ErrorList {
+func (v *TrainJobValidator) againstRuntime(ctx context.Context, job *trainer.TrainJob, mustExist bool) field.ErrorList {
 	ref := field.NewPath("spec", "runtimeRef")
 	rt, err := runtime.Resolve(ctx, v.Client, job)
 	switch {
@@ -159,16 +155,28 @@ func ours(job *trainer.TrainJob) bool {
 	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == trainer.TrainJobControllerName
 }
 
-// invalid turns field errors into the API's Invalid status, so that kubectl
-// prints each field and its message.
-func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	return apierrors.NewInvalid(gk, name, errs)
-}
-
 // trainerKind is the group and kind of a trainer.kubeflow.org kind.
 func trainerKind(kind string) schema.GroupKind {
 	return trainer.GroupVersion.WithKind(kind).GroupKind()
+}
+
+// setupWebhooks registers the TrainJob webhooks and those of both runtime
+// kinds with the manager's webhook server. The validator reads the runtime
+// and the PriorityClass from the cache and, on a miss, once from the API
+// server, so that a runtime created just before its job is not rejected as
+// missing.
+func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
+		WithDefaulter(&TrainJobDefaulter{Clock: clock.RealClock{}}).
+		WithValidator(&TrainJobValidator{Client: webhooks.LiveOnMiss(mgr.GetClient(), mgr.GetAPIReader()), Framework: fw}).
+		Complete(); err != nil {
+		return fmt.Errorf("TrainJob webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainingRuntime{}).WithValidator(TrainingRuntimeValidator{Framework: fw}).Complete(); err != nil {
+		return fmt.Errorf("TrainingRuntime webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).WithValidator(ClusterTrainingRuntimeValidator{Framework: fw}).Complete(); err != nil {
+		return fmt.Errorf("ClusterTrainingRuntime webhook: %w", err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package webhooks
+package trainjob
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/validation"
+	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainingruntime,mutating=false,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=trainer.kubeflow.org,resources=trainingruntimes,verbs=create;update,versions=v1alpha1,name=vtrainingruntime.trainer.kubeflow.org,admissionReviewVersions=v1
@@ -24,7 +25,7 @@ var _ admission.Validator[*trainer.TrainingRuntime] = TrainingRuntimeValidator{}
 // ValidateCreate implements admission.Validator.
 func (v TrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.TrainingRuntime) (admission.Warnings, error) {
 	w, errs := validation.ValidateRuntimeSpec(v.Framework, &rt.Spec)
-	return w, invalid(trainerKind(trainer.TrainingRuntimeKind), rt.Name, errs)
+	return w, webhooks.Invalid(trainerKind(trainer.TrainingRuntimeKind), rt.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator. Running TrainJobs keep their
@@ -48,7 +49,7 @@ var _ admission.Validator[*trainer.ClusterTrainingRuntime] = ClusterTrainingRunt
 // ValidateCreate implements admission.Validator.
 func (v ClusterTrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.ClusterTrainingRuntime) (admission.Warnings, error) {
 	w, errs := validation.ValidateRuntimeSpec(v.Framework, &rt.Spec)
-	return w, invalid(trainerKind(trainer.ClusterTrainingRuntimeKind), rt.Name, errs)
+	return w, webhooks.Invalid(trainerKind(trainer.ClusterTrainingRuntimeKind), rt.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.

@@ -1,4 +1,4 @@
-package cli
+package view
 
 import (
 	"context"
@@ -8,17 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
 // What the training code reported through the status server
 // (status.trainerStatus), as `get`, `wait` and `logs -f` show it.
 
-// progressText is the one-line summary: "42%, ETA 2m0s, loss=0.12 accuracy=0.9".
+// ProgressText is the one-line summary: "42%, ETA 2m0s, loss=0.12 accuracy=0.9".
 // Empty when nothing was reported.
-func progressText(st *trainer.TrainerStatus) string {
+func ProgressText(st *trainer.TrainerStatus) string {
 	if st == nil {
 		return ""
 	}
@@ -29,13 +27,13 @@ func progressText(st *trainer.TrainerStatus) string {
 	if st.EstimatedRemainingSeconds != nil {
 		parts = append(parts, "ETA "+(time.Duration(*st.EstimatedRemainingSeconds)*time.Second).String())
 	}
-	if m := metricsText(st.Metrics); m != "" {
+	if m := MetricsText(st.Metrics); m != "" {
 		parts = append(parts, m)
 	}
 	return strings.Join(parts, ", ")
 }
 
-func metricsText(ms []trainer.Metric) string {
+func MetricsText(ms []trainer.Metric) string {
 	var kv []string
 	for _, m := range ms {
 		kv = append(kv, m.Name+"="+m.Value)
@@ -59,16 +57,16 @@ func ProgressBar(st *trainer.TrainerStatus) string {
 	if st.EstimatedRemainingSeconds != nil {
 		s += "  ETA " + (time.Duration(*st.EstimatedRemainingSeconds) * time.Second).String()
 	}
-	if m := metricsText(st.Metrics); m != "" {
+	if m := MetricsText(st.Metrics); m != "" {
 		s += "  " + m
 	}
 	return s
 }
 
-// progressPrinter shows a TrainJob's reported progress as it changes. On a
+// ProgressPrinter shows a TrainJob's reported progress as it changes. On a
 // terminal in place (inPlace: the bar is redrawn on its line, and other lines
 // are printed above it), else as plain lines, one per change.
-type progressPrinter struct {
+type ProgressPrinter struct {
 	out     io.Writer
 	bar     bool // draw a bar (a terminal), else plain text
 	inPlace bool // redraw the bar on one line (wait), else a line per change (logs -f, which scrolls)
@@ -76,14 +74,14 @@ type progressPrinter struct {
 	open    bool // a bar is drawn and its line not ended
 }
 
-func newProgressPrinter(out io.Writer, inPlace bool) *progressPrinter {
+func NewProgressPrinter(out io.Writer, inPlace bool) *ProgressPrinter {
 	tty := isTerminal(out)
-	return &progressPrinter{out: out, bar: tty, inPlace: inPlace && tty}
+	return &ProgressPrinter{out: out, bar: tty, inPlace: inPlace && tty}
 }
 
-// update shows st if it changed since the last call.
-func (p *progressPrinter) update(prefix string, st *trainer.TrainerStatus) {
-	text := progressText(st)
+// Update shows st if it changed since the last call.
+func (p *ProgressPrinter) Update(prefix string, st *trainer.TrainerStatus) {
+	text := ProgressText(st)
 	if text == "" || text == p.last {
 		return
 	}
@@ -99,14 +97,14 @@ func (p *progressPrinter) update(prefix string, st *trainer.TrainerStatus) {
 	}
 }
 
-// line prints a whole line, above the bar.
-func (p *progressPrinter) line(format string, args ...any) {
-	p.end()
+// Line prints a whole line, above the bar.
+func (p *ProgressPrinter) Line(format string, args ...any) {
+	p.End()
 	fmt.Fprintf(p.out, format, args...)
 }
 
-// end finishes the bar's line.
-func (p *progressPrinter) end() {
+// End finishes the bar's line.
+func (p *ProgressPrinter) End() {
 	if p.open {
 		fmt.Fprintln(p.out)
 		p.open = false
@@ -123,16 +121,15 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// followProgress prints the TrainJob's reported progress whenever it changes,
-// until finished is closed (for `logs -f`; on stderr, so that stdout stays
-// the logs).
-func followProgress(ctx context.Context, c client.Client, ns, name string, finished <-chan struct{}, pp *progressPrinter) {
+// FollowProgress prints a job's reported progress (read by progress)
+// whenever it changes, until finished is closed (for `logs -f`; on stderr,
+// so that stdout stays the logs).
+func FollowProgress(ctx context.Context, progress func(context.Context) *trainer.TrainerStatus, finished <-chan struct{}, pp *ProgressPrinter) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	show := func() {
-		var job trainer.TrainJob
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err == nil {
-			pp.update("[progress] ", job.Status.TrainerStatus)
+		if st := progress(ctx); st != nil {
+			pp.Update("[progress] ", st)
 		}
 	}
 	for {

@@ -1,4 +1,4 @@
-package cli
+package view
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestProgressText(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.text, progressText(tc.st)); diff != "" {
+			if diff := cmp.Diff(tc.text, ProgressText(tc.st)); diff != "" {
 				t.Errorf("progressText (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.bar, ProgressBar(tc.st)); diff != "" {
@@ -41,13 +41,13 @@ func TestProgressText(t *testing.T) {
 
 func TestProgressPrinterPlain(t *testing.T) {
 	var out bytes.Buffer
-	pp := newProgressPrinter(&out, true) // a buffer is no terminal: plain lines
-	pp.update("", nil)
-	pp.update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](10)})
-	pp.update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](10)}) // unchanged: nothing
-	pp.line("TrainJob x: Running\n")
-	pp.update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](50)})
-	pp.end()
+	pp := NewProgressPrinter(&out, true) // a buffer is no terminal: plain lines
+	pp.Update("", nil)
+	pp.Update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](10)})
+	pp.Update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](10)}) // unchanged: nothing
+	pp.Line("TrainJob x: Running\n")
+	pp.Update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](50)})
+	pp.End()
 	want := "progress 10%\nTrainJob x: Running\nprogress 50%\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
@@ -56,10 +56,10 @@ func TestProgressPrinterPlain(t *testing.T) {
 
 func TestProgressPrinterInPlace(t *testing.T) {
 	var out bytes.Buffer
-	pp := &progressPrinter{out: &out, bar: true, inPlace: true} // as on a terminal
-	pp.update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](0)})
-	pp.update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](100)})
-	pp.line("done\n")
+	pp := &ProgressPrinter{out: &out, bar: true, inPlace: true} // as on a terminal
+	pp.Update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](0)})
+	pp.Update("", &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](100)})
+	pp.Line("done\n")
 	want := "\r\033[K[------------------------------]   0%" + "\r\033[K[##############################] 100%" + "\ndone\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)

@@ -1,11 +1,10 @@
-package cli
+package trainjob
 
 import (
 	"context"
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -17,16 +16,19 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
-	"github.com/trainyard/trainyard/pkg/processnode/gpus"
+	"github.com/trainyard/trainyard/pkg/cli/view"
+	"github.com/trainyard/trainyard/pkg/runtime"
 )
 
-// Pod labels and the environment variable the steps are derived from.
+// The pod label and the replicated jobs the steps are derived from.
 const (
 	ReplicatedJobLabel = "jobset.sigs.k8s.io/replicatedjob-name"
 	LauncherJob        = "launcher"
 	NodeJob            = "node"
-	EnvNumProcPerNode  = "PET_NPROC_PER_NODE"
 )
+
+// What the trainyard CLI shows of a TrainJob: the Kubeflow SDK's view of it,
+// with its steps (view.go says what get, logs and wait do with it).
 
 // Job is what the CLI shows of a TrainJob: the SDK's TrainJob (name, runtime,
 // steps, status, number of nodes) plus the reason and message of its status.
@@ -38,34 +40,12 @@ type Job struct {
 	NumNodes          int32       `json:"numNodes"`
 	// Status is status.phase (Pending, Running, Suspended, Complete, Failed); for a
 	// TrainJob without a phase (another controller), what the SDK derives.
-	Status  string `json:"status"`
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-	Steps   []Step `json:"steps"`
+	Status  string      `json:"status"`
+	Reason  string      `json:"reason,omitempty"`
+	Message string      `json:"message,omitempty"`
+	Steps   []view.Step `json:"steps"`
 	// TrainerStatus is the progress the training code reported (status.trainerStatus).
 	TrainerStatus *trainer.TrainerStatus `json:"trainerStatus,omitempty"`
-}
-
-// Step is one pod of a TrainJob.
-type Step struct {
-	// Name is node-<rank> for the trainer's pods, the container name for initializers.
-	Name        string `json:"name"`
-	Status      string `json:"status"`
-	Pod         string `json:"pod"`
-	Device      string `json:"device"`
-	DeviceCount string `json:"deviceCount"`
-	// Message is why a failed step's container ended, when its pod says
-	// (the termination message; with terminationMessagePolicy
-	// FallbackToLogsOnError, the end of its log).
-	Message string `json:"message,omitempty"`
-	// GPUs are the UUIDs of the GPUs the step's container was given, when
-	// the node that runs it says (a process node's pod annotation).
-	GPUs []string `json:"gpus,omitempty"`
-}
-
-// String is the SDK's line for a step.
-func (s Step) String() string {
-	return fmt.Sprintf("Step: %s, Status: %s, Devices: %s x %s", s.Name, s.Status, s.Device, s.DeviceCount)
 }
 
 // Finished reports whether the TrainJob is Complete or Failed, and which.
@@ -79,12 +59,13 @@ func Finished(job *trainer.TrainJob) (cond *metav1.Condition, done bool) {
 }
 
 // NewJob describes a TrainJob from the object, its pods and, when known, its
-// runtime (for the number of nodes when the TrainJob does not set it).
-func NewJob(job *trainer.TrainJob, pods []corev1.Pod, rt *Runtime) Job {
-	return newJob(job, pods, nil, rt)
+// runtime's node count (for the number of nodes when the TrainJob does not
+// set it).
+func NewJob(job *trainer.TrainJob, pods []corev1.Pod, runtimeNodes *int32) Job {
+	return describeJob(job, pods, nil, runtimeNodes)
 }
 
-func newJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]string, rt *Runtime) Job {
+func describeJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]string, runtimeNodes *int32) Job {
 	j := Job{Name: job.Name, Namespace: job.Namespace, Runtime: job.Spec.RuntimeRef.Name,
 		CreationTimestamp: job.CreationTimestamp, Steps: StepsOf(pods, initializers),
 		Status: string(job.Status.Phase), Reason: job.Status.Reason, Message: job.Status.Message,
@@ -94,8 +75,8 @@ func newJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]st
 		j.NumNodes = *job.Spec.Trainer.NumNodes
 	case job.Status.NumNodes != nil:
 		j.NumNodes = *job.Status.NumNodes
-	case rt != nil:
-		j.NumNodes = rt.NumNodes
+	case runtimeNodes != nil:
+		j.NumNodes = *runtimeNodes
 	}
 	if j.Status == "" {
 		j.Status, j.Reason, j.Message = sdkStatus(job, j.Steps, j.NumNodes)
@@ -105,7 +86,7 @@ func newJob(job *trainer.TrainJob, pods []corev1.Pod, initializers map[string]st
 
 // sdkStatus is the SDK's status of a TrainJob: Complete or Failed from the
 // conditions, else Running when every node's pod runs (or ran), else Created.
-func sdkStatus(job *trainer.TrainJob, steps []Step, numNodes int32) (status, reason, message string) {
+func sdkStatus(job *trainer.TrainJob, steps []view.Step, numNodes int32) (status, reason, message string) {
 	if c, done := Finished(job); done {
 		return c.Type, c.Reason, c.Message
 	}
@@ -131,7 +112,7 @@ func sdkStatus(job *trainer.TrainJob, steps []Step, numNodes int32) (status, rea
 // container is its device count (torchrun's processes per node). Pods of the
 // replicated jobs named dataset-initializer and model-initializer are steps of
 // those names.
-func Steps(pods []corev1.Pod) []Step { return StepsOf(pods, nil) }
+func Steps(pods []corev1.Pod) []view.Step { return StepsOf(pods, nil) }
 
 // InitializerSteps maps the replicated jobs of a JobSet that are labelled
 // trainer.kubeflow.org/trainjob-ancestor-step=dataset-initializer or
@@ -167,18 +148,8 @@ func StepOf(p *corev1.Pod, initializers map[string]string) string {
 	return ""
 }
 
-// terminationMessage is the termination message of a pod's container, trimmed.
-func terminationMessage(p *corev1.Pod, container string) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container && cs.State.Terminated != nil {
-			return strings.TrimSpace(cs.State.Terminated.Message)
-		}
-	}
-	return ""
-}
-
 // StepsOf is Steps with the initializer steps of the JobSet (InitializerSteps).
-func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
+func StepsOf(pods []corev1.Pod, initializers map[string]string) []view.Step {
 	launcher := false
 	for _, p := range pods {
 		if p.Labels[ReplicatedJobLabel] == LauncherJob {
@@ -186,46 +157,37 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 		}
 	}
 	type row struct {
-		Step
+		view.Step
 		rank    int
 		created metav1.Time
 	}
 	var rows []row
-	for _, p := range pods {
+	for i := range pods {
+		p := &pods[i]
 		rj := p.Labels[ReplicatedJobLabel]
-		r := row{Step: Step{Status: string(p.Status.Phase), Pod: p.Name}, rank: -1, created: p.CreationTimestamp}
-		container := NodeJob
-		if step := StepOf(&p, initializers); step != "" {
+		container, name, rank := NodeJob, "", -1
+		if step := StepOf(p, initializers); step != "" {
 			rj = step
 		}
 		switch rj {
 		case trainer.AncestorDatasetInitializer, trainer.AncestorModelInitializer:
-			container = rj
-			r.Name = rj
+			container, name = rj, rj
 		case LauncherJob, NodeJob:
-			rank, ok := logs.Rank(&p)
+			r, ok := logs.Rank(p)
 			if !ok {
 				continue
 			}
 			if launcher && rj == NodeJob {
-				rank++
+				r++
 			}
 			if rj == LauncherJob {
 				container = LauncherJob
 			}
-			r.Name, r.rank = "node-"+strconv.Itoa(rank), rank
+			name, rank = "node-"+strconv.Itoa(r), r
 		default:
 			continue
 		}
-		if r.Status == "" {
-			r.Status = Unknown
-		}
-		r.Device, r.DeviceCount = stepDevice(&p, container)
-		r.GPUs = stepGPUs(&p, container)
-		if p.Status.Phase == corev1.PodFailed {
-			r.Message = terminationMessage(&p, container)
-		}
-		rows = append(rows, r)
+		rows = append(rows, row{Step: view.StepOfPod(p, name, container), rank: rank, created: p.CreationTimestamp})
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -240,52 +202,11 @@ func StepsOf(pods []corev1.Pod, initializers map[string]string) []Step {
 		}
 		return a.created.Before(&b.created)
 	})
-	steps := make([]Step, 0, len(rows))
+	steps := make([]view.Step, 0, len(rows))
 	for _, r := range rows {
 		steps = append(steps, r.Step)
 	}
 	return steps
-}
-
-// stepGPUs are the UUIDs of the GPUs a step's container was given, as the
-// process node that runs it names them on the pod (gpus.Annotation); none
-// from other nodes, whose device plugins do not say.
-func stepGPUs(p *corev1.Pod, container string) []string {
-	v, ok := p.Annotations[gpus.Annotation]
-	c := findContainer(p, container)
-	if !ok || c == nil {
-		return nil
-	}
-	return gpus.ParseAnnotation(v)[c.Name]
-}
-
-// stepDevice is the device and count of a step's container: from its limits
-// (Device), the count from a numeric PET_NPROC_PER_NODE (torchrun's processes
-// per node); Unknown without the container.
-func stepDevice(p *corev1.Pod, container string) (device, count string) {
-	c := findContainer(p, container)
-	if c == nil {
-		return Unknown, Unknown
-	}
-	device, count = Device(c.Resources)
-	for _, e := range c.Env {
-		if e.Name == EnvNumProcPerNode && isCount(e.Value) {
-			count = e.Value
-		}
-	}
-	return device, count
-}
-
-func findContainer(p *corev1.Pod, name string) *corev1.Container {
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == name {
-			return &p.Spec.Containers[i]
-		}
-	}
-	if len(p.Spec.Containers) == 1 {
-		return &p.Spec.Containers[0]
-	}
-	return nil
 }
 
 // jobPodSelector selects the pods of the named JobSets (all JobSets when no
@@ -317,7 +238,7 @@ func GetJob(ctx context.Context, c client.Client, namespace, name string) (Job, 
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return Job{}, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", namespace, name, err)
 	}
-	return newJob(&job, pods.Items, InitializerSteps(jobSetOf(ctx, c, namespace, name)), runtimeOf(ctx, c, &job)), nil
+	return describeJob(&job, pods.Items, InitializerSteps(jobSetOf(ctx, c, namespace, name)), runtimeNodes(ctx, c, &job)), nil
 }
 
 // jobSetOf reads the TrainJob's JobSet; nil when it is not there or cannot be read.
@@ -364,19 +285,19 @@ func ListJobs(ctx context.Context, c client.Client, namespace string) ([]Job, er
 		}
 		return a.Name < b.Name
 	})
-	runtimes := map[string]*Runtime{}
+	runtimes := map[string]*int32{}
 	jobs := make([]Job, 0, len(list.Items))
 	for i := range list.Items {
 		job := &list.Items[i]
-		var rt *Runtime
+		var nodes *int32
 		if job.Spec.Trainer == nil || job.Spec.Trainer.NumNodes == nil {
 			key := job.Spec.RuntimeRef.Name + "/" + ptrString(job.Spec.RuntimeRef.Kind)
 			if _, ok := runtimes[key]; !ok {
-				runtimes[key] = runtimeOf(ctx, c, job)
+				runtimes[key] = runtimeNodes(ctx, c, job)
 			}
-			rt = runtimes[key]
+			nodes = runtimes[key]
 		}
-		jobs = append(jobs, newJob(job, byJob[job.Name], initializers[job.Name], rt))
+		jobs = append(jobs, describeJob(job, byJob[job.Name], initializers[job.Name], nodes))
 	}
 	return jobs, nil
 }
@@ -397,4 +318,32 @@ func ptrString(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// runtimeNodes is the node count of the TrainJob's runtime (its
+// mlPolicy.numNodes, else 1), nil when it cannot be read.
+func runtimeNodes(ctx context.Context, c client.Client, job *trainer.TrainJob) *int32 {
+	kind, err := runtime.RefKind(job.Spec.RuntimeRef)
+	if err != nil {
+		return nil
+	}
+	var spec *trainer.TrainingRuntimeSpec
+	if kind == trainer.TrainingRuntimeKind {
+		var rt trainer.TrainingRuntime
+		if c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Spec.RuntimeRef.Name}, &rt) != nil {
+			return nil
+		}
+		spec = &rt.Spec
+	} else {
+		var crt trainer.ClusterTrainingRuntime
+		if c.Get(ctx, client.ObjectKey{Name: job.Spec.RuntimeRef.Name}, &crt) != nil {
+			return nil
+		}
+		spec = &crt.Spec
+	}
+	n := int32(1)
+	if mp := spec.MLPolicy; mp != nil && mp.NumNodes != nil {
+		n = *mp.NumNodes
+	}
+	return &n
 }

@@ -1,4 +1,4 @@
-package cli
+package trainjob_test
 
 import (
 	"testing"
@@ -6,11 +6,22 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/view"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
+
+func limits(kv ...string) corev1.ResourceRequirements {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return corev1.ResourceRequirements{Limits: l}
+}
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -19,7 +30,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func pod(name, rj, index string, phase corev1.PodPhase, age time.Duration, c corev1.Container) corev1.Pod {
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(age)),
-			Labels: map[string]string{"jobset.sigs.k8s.io/jobset-name": "j", ReplicatedJobLabel: rj}},
+			Labels: map[string]string{"jobset.sigs.k8s.io/jobset-name": "j", trainjob.ReplicatedJobLabel: rj}},
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{c}},
 		Status: corev1.PodStatus{Phase: phase},
 	}
@@ -40,9 +51,9 @@ func TestSteps(t *testing.T) {
 	cases := []struct {
 		name string
 		pods []corev1.Pod
-		want []Step
+		want []view.Step
 	}{
-		{name: "no pods", want: []Step{}},
+		{name: "no pods", want: []view.Step{}},
 		{
 			name: "torch CPU nodes: count from PET_NPROC_PER_NODE, ordered by rank numerically",
 			pods: []corev1.Pod{
@@ -50,7 +61,7 @@ func TestSteps(t *testing.T) {
 				pod("j-node-0-1", "node", "1", corev1.PodRunning, 0, nodeContainer(cpu2, nproc("2"))),
 				pod("j-node-0-0", "node", "0", corev1.PodSucceeded, 0, nodeContainer(cpu2, nproc("2"))),
 			},
-			want: []Step{
+			want: []view.Step{
 				{Name: "node-0", Status: "Succeeded", Pod: "j-node-0-0", Device: "cpu", DeviceCount: "2"},
 				{Name: "node-1", Status: "Running", Pod: "j-node-0-1", Device: "cpu", DeviceCount: "2"},
 				{Name: "node-10", Status: "Pending", Pod: "j-node-0-10", Device: "cpu", DeviceCount: "2"},
@@ -59,7 +70,7 @@ func TestSteps(t *testing.T) {
 		{
 			name: "GPUs: auto is not a number, the GPU limit counts",
 			pods: []corev1.Pod{pod("g", "node", "0", corev1.PodRunning, 0, nodeContainer(limits("cpu", "8", "nvidia.com/gpu", "4"), nproc("auto")))},
-			want: []Step{{Name: "node-0", Status: "Running", Pod: "g", Device: "gpu", DeviceCount: "4"}},
+			want: []view.Step{{Name: "node-0", Status: "Running", Pod: "g", Device: "gpu", DeviceCount: "4"}},
 		},
 		{
 			name: "GPUs a process node gave the step's container, from the pod's annotation",
@@ -75,7 +86,7 @@ func TestSteps(t *testing.T) {
 					return p
 				}(),
 			},
-			want: []Step{
+			want: []view.Step{
 				{Name: "node-0", Status: "Running", Pod: "g", Device: "gpu", DeviceCount: "2", GPUs: []string{"GPU-a", "GPU-b"}},
 				{Name: "node-1", Status: "Running", Pod: "h", Device: "gpu", DeviceCount: "1"},
 			},
@@ -83,7 +94,7 @@ func TestSteps(t *testing.T) {
 		{
 			name: "no limits: a numeric PET_NPROC_PER_NODE still gives the count",
 			pods: []corev1.Pod{pod("p", "node", "0", corev1.PodRunning, 0, nodeContainer(corev1.ResourceRequirements{}, nproc("1")))},
-			want: []Step{{Name: "node-0", Status: "Running", Pod: "p", Device: Unknown, DeviceCount: "1"}},
+			want: []view.Step{{Name: "node-0", Status: "Running", Pod: "p", Device: view.Unknown, DeviceCount: "1"}},
 		},
 		{
 			name: "initializers first, by their container; retried pods of a rank by creation; no phase is Unknown",
@@ -93,9 +104,9 @@ func TestSteps(t *testing.T) {
 				pod("model", "model-initializer", "0", corev1.PodSucceeded, 0, corev1.Container{Name: "model-initializer"}),
 				pod("data", "dataset-initializer", "0", corev1.PodSucceeded, 0, corev1.Container{Name: "dataset-initializer", Resources: limits("cpu", "1")}),
 			},
-			want: []Step{
+			want: []view.Step{
 				{Name: "dataset-initializer", Status: "Succeeded", Pod: "data", Device: "cpu", DeviceCount: "1"},
-				{Name: "model-initializer", Status: "Succeeded", Pod: "model", Device: Unknown, DeviceCount: Unknown},
+				{Name: "model-initializer", Status: "Succeeded", Pod: "model", Device: view.Unknown, DeviceCount: view.Unknown},
 				{Name: "node-0", Status: "Failed", Pod: "n0-old", Device: "cpu", DeviceCount: "2"},
 				{Name: "node-0", Status: "Unknown", Pod: "n0-new", Device: "cpu", DeviceCount: "2"},
 			},
@@ -116,8 +127,8 @@ func TestSteps(t *testing.T) {
 					return p
 				}(),
 			},
-			want: []Step{
-				{Name: "dataset-initializer", Status: "Failed", Pod: "data", Device: Unknown, DeviceCount: Unknown,
+			want: []view.Step{
+				{Name: "dataset-initializer", Status: "Failed", Pod: "data", Device: view.Unknown, DeviceCount: view.Unknown,
 					Message: "fetching\ndataset initializer failed: no such object"},
 				{Name: "node-0", Status: "Running", Pod: "n", Device: "cpu", DeviceCount: "2"},
 			},
@@ -129,8 +140,8 @@ func TestSteps(t *testing.T) {
 				pod("l", "launcher", "0", corev1.PodRunning, 0, corev1.Container{Name: "launcher"}),
 				pod("w1", "node", "1", corev1.PodRunning, 0, nodeContainer(cpu2)),
 			},
-			want: []Step{
-				{Name: "node-0", Status: "Running", Pod: "l", Device: Unknown, DeviceCount: Unknown},
+			want: []view.Step{
+				{Name: "node-0", Status: "Running", Pod: "l", Device: view.Unknown, DeviceCount: view.Unknown},
 				{Name: "node-1", Status: "Running", Pod: "w0", Device: "cpu", DeviceCount: "2"},
 				{Name: "node-2", Status: "Running", Pod: "w1", Device: "cpu", DeviceCount: "2"},
 			},
@@ -141,12 +152,12 @@ func TestSteps(t *testing.T) {
 				pod("other", "evaluator", "0", corev1.PodRunning, 0, nodeContainer(cpu2)),
 				pod("noindex", "node", "", corev1.PodRunning, 0, nodeContainer(cpu2)),
 			},
-			want: []Step{},
+			want: []view.Step{},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Steps(tc.pods)); diff != "" {
+			if diff := cmp.Diff(tc.want, trainjob.Steps(tc.pods)); diff != "" {
 				t.Errorf("Steps (-want +got):\n%s", diff)
 			}
 		})
@@ -154,7 +165,7 @@ func TestSteps(t *testing.T) {
 }
 
 func TestStepString(t *testing.T) {
-	s := Step{Name: "node-0", Status: "Running", Device: "cpu", DeviceCount: "2", Pod: "p"}
+	s := view.Step{Name: "node-0", Status: "Running", Device: "cpu", DeviceCount: "2", Pod: "p"}
 	if got, want := s.String(), "Step: node-0, Status: Running, Devices: cpu x 2"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
@@ -169,14 +180,14 @@ func TestNewJob(t *testing.T) {
 		pod("a", "node", "0", corev1.PodRunning, 0, nodeContainer(corev1.ResourceRequirements{})),
 		pod("b", "node", "1", corev1.PodSucceeded, 0, nodeContainer(corev1.ResourceRequirements{})),
 	}
-	rt := &Runtime{NumNodes: 2}
+	rt := ptr.To[int32](2)
 	base := func(mutate func(*trainer.TrainJob)) *trainer.TrainJob {
 		j := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", CreationTimestamp: metav1.NewTime(t0)},
 			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}}
 		mutate(j)
 		return j
 	}
-	type view struct {
+	type shown struct {
 		NumNodes                int32
 		Status, Reason, Message string
 	}
@@ -184,8 +195,8 @@ func TestNewJob(t *testing.T) {
 		name string
 		job  *trainer.TrainJob
 		pods []corev1.Pod
-		rt   *Runtime
-		want view
+		rt   *int32
+		want shown
 	}{
 		{
 			name: "Trainyard's phase, reason and message; nodes from the spec",
@@ -193,7 +204,7 @@ func TestNewJob(t *testing.T) {
 				j.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](3)}
 				j.Status = trainer.TrainJobStatus{Phase: trainer.TrainJobPending, Reason: "WaitingForPods", Message: "1/3 nodes running", NumNodes: ptr.To[int32](3)}
 			}),
-			want: view{3, "Pending", "WaitingForPods", "1/3 nodes running"},
+			want: shown{3, "Pending", "WaitingForPods", "1/3 nodes running"},
 		},
 		{
 			name: "nodes from the status, then the runtime",
@@ -201,7 +212,7 @@ func TestNewJob(t *testing.T) {
 				j.Status = trainer.TrainJobStatus{Phase: "Running", NumNodes: ptr.To[int32](4)}
 			}),
 			rt:   rt,
-			want: view{4, "Running", "", ""},
+			want: shown{4, "Running", "", ""},
 		},
 		{
 			name: "no phase (another controller): Failed from the condition",
@@ -209,21 +220,21 @@ func TestNewJob(t *testing.T) {
 				j.Status.Conditions = []metav1.Condition{cond("Failed", metav1.ConditionTrue, "FailedJobs", "node failed")}
 			}),
 			rt:   rt,
-			want: view{2, "Failed", "FailedJobs", "node failed"},
+			want: shown{2, "Failed", "FailedJobs", "node failed"},
 		},
 		{
 			name: "no phase, no conditions, all nodes running or done: Running",
 			job:  base(func(*trainer.TrainJob) {}),
 			pods: running,
 			rt:   rt,
-			want: view{2, "Running", "", ""},
+			want: shown{2, "Running", "", ""},
 		},
 		{
 			name: "no phase, no conditions, one node: Created",
 			job:  base(func(*trainer.TrainJob) {}),
 			pods: running[:1],
 			rt:   rt,
-			want: view{2, "Created", "", ""},
+			want: shown{2, "Created", "", ""},
 		},
 		{
 			name: "no phase, a condition that is not final: Created",
@@ -232,13 +243,13 @@ func TestNewJob(t *testing.T) {
 			}),
 			pods: running,
 			rt:   rt,
-			want: view{2, "Created", "", ""},
+			want: shown{2, "Created", "", ""},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			j := NewJob(tc.job, tc.pods, tc.rt)
-			if diff := cmp.Diff(tc.want, view{j.NumNodes, j.Status, j.Reason, j.Message}); diff != "" {
+			j := trainjob.NewJob(tc.job, tc.pods, tc.rt)
+			if diff := cmp.Diff(tc.want, shown{j.NumNodes, j.Status, j.Reason, j.Message}); diff != "" {
 				t.Errorf("NewJob (-want +got):\n%s", diff)
 			}
 			if j.Name != "j" || j.Namespace != "ns" || j.Runtime != "torch-distributed" || !j.CreationTimestamp.Equal(&metav1.Time{Time: t0}) {

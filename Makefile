@@ -101,12 +101,13 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the webhook c
 	go run ./test/tools/crddesc manifests/base/crds/*_*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/controller/... output:webhook:artifacts:config=manifests/base/webhook
+	go run ./test/tools/chartkinds manifests/charts/trainyard/files/kinds.yaml
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook manifests/charts/trainyard/files/kinds.yaml)" ]; then \
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
-	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook; git diff --stat; exit 1; fi
+	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook manifests/charts/trainyard/files/kinds.yaml; git diff --stat; exit 1; fi
 	@echo "generated files are up to date"
 
 ##@ Test

@@ -74,6 +74,19 @@ func (k *Kind) SetEnabled(on bool) { k.enabled = on }
 // Enabled implements jobframework.Kind.
 func (k *Kind) Enabled() bool { return k.enabled }
 
+// Chart implements jobframework.Charted: the chart's pytorchJob value.
+func (*Kind) Chart() jobframework.Chart {
+	return jobframework.Chart{
+		Value:      "pytorchJob",
+		EnableFlag: "enable-pytorchjob",
+		Flags: []jobframework.ChartFlag{
+			{Key: "gangSchedulerName", Flag: "gang-scheduler-name"},
+			{Key: "concurrency", Flag: "pytorchjob-concurrency", Int: true},
+		},
+		Resources: []string{"pytorchjobs"},
+	}
+}
+
 // Owned implements jobframework.Kind.
 func (*Kind) Owned() []client.Object { return Owned() }
 

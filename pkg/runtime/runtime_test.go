@@ -13,7 +13,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func TestRefKind(t *testing.T) {
@@ -205,7 +205,7 @@ func TestFromRuntimeObjects(t *testing.T) {
 	}
 }
 
-// The shipped runtime and its Go twin in pkg/runtime/testing must not drift.
+// The shipped runtime and its Go twin in test/util/rtt must not drift.
 func TestShippedTorchDistributedRuntime(t *testing.T) {
 	got, err := rtt.TorchDistributedRuntime()
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rttesting "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // Seeds: one valid TrainJob per shape, and the bad inputs of the admission table

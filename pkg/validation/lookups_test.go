@@ -16,8 +16,8 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/validation"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // volcanoRuntime is a torch runtime with a side job and a trainer, under

@@ -14,8 +14,8 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/validation"
+	rttesting "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var defaultSeeds = []string{

@@ -27,8 +27,8 @@ import (
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/test/integration/framework"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var env *framework.Env

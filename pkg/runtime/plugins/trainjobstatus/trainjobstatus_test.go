@@ -12,8 +12,8 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/statusserver"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var cfg = &trainjobstatus.Config{

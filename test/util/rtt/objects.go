@@ -1,4 +1,4 @@
-package testing
+package rtt
 
 import (
 	"fmt"
@@ -75,7 +75,7 @@ func Limits(pairs ...string) corev1.ResourceRequirements {
 func RepoRoot() string {
 	_, file, _, ok := goruntime.Caller(0)
 	if !ok {
-		panic("cannot locate pkg/runtime/testing")
+		panic("cannot locate test/util/rtt")
 	}
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }

@@ -1,10 +1,10 @@
-// Package testing holds small builders for the tests of pkg/runtime and its
+// Package rtt holds small builders for the tests of pkg/runtime and its
 // plugins: MakeTrainJob(ns, name)...Obj() and MakeRuntime(kind, name)...Obj(),
 // plus a loader for the runtimes shipped in runtimes/.
 //
 // Every builder returns a fresh object on each call and never shares maps or
 // slices with the arguments it was given, so tests can mutate the results freely.
-package testing
+package rtt
 
 import (
 	corev1 "k8s.io/api/core/v1"

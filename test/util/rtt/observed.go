@@ -1,4 +1,4 @@
-package testing
+package rtt
 
 import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"

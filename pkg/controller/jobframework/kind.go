@@ -66,6 +66,18 @@ type Manager struct {
 
 	mu      sync.Mutex
 	indexed map[string]bool
+	blind   *blindWriter
+}
+
+// writer is the manager's blindWriter, made on first use; nil for a manager
+// without a REST config (a test's).
+func (m *Manager) writer() *blindWriter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.blind == nil && m.GetConfig() != nil && m.GetHTTPClient() != nil {
+		m.blind = newBlindWriter(m.GetConfig(), m.GetHTTPClient(), m.GetRESTMapper(), m.GetScheme())
+	}
+	return m.blind
 }
 
 // NewManager wraps mgr, for a cluster whose DNS domain is the default;

@@ -1,9 +1,11 @@
-// Package controller lists Trainyard's job kinds and wires them into the
-// manager. Every kind runs on the one generic reconciler of
-// pkg/controller/jobframework, behind a small adapter in a package of its own
-// (pkg/controller/trainjob, pkg/controller/pytorchjobcontroller) that also
-// implements jobframework.Kind: its types, settings, controller, webhooks and
-// metrics. What a kind's jobs create is the plan its runtime plugins build.
+// Package controller lists Trainyard's job kinds (Kinds) and wires them into
+// the manager. Every kind runs on the one generic reconciler of
+// pkg/controller/jobframework, from a package of its own
+// (pkg/controller/trainjob, pkg/controller/pytorchjob) that implements
+// jobframework.Kind and holds everything of the kind: its types' scheme,
+// settings, adapter, admission, metrics, CLI view and Helm value. What a
+// kind's jobs create is the plan its runtime plugins build. This is the only
+// package that imports the kinds (TestOnlyTheListImportsKinds).
 package controller
 
 import (

@@ -33,6 +33,7 @@ func ProgressText(st *trainer.TrainerStatus) string {
 	return strings.Join(parts, ", ")
 }
 
+// MetricsText is a trainer's metrics as name=value pairs.
 func MetricsText(ms []trainer.Metric) string {
 	var kv []string
 	for _, m := range ms {
@@ -74,6 +75,8 @@ type ProgressPrinter struct {
 	open    bool // a bar is drawn and its line not ended
 }
 
+// NewProgressPrinter prints progress to out: a bar on a terminal, redrawn
+// on one line when inPlace; else a line per change.
 func NewProgressPrinter(out io.Writer, inPlace bool) *ProgressPrinter {
 	tty := isTerminal(out)
 	return &ProgressPrinter{out: out, bar: tty, inPlace: inPlace && tty}

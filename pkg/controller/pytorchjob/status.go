@@ -91,7 +91,6 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	}
 	d := Defaulted(job)
 	suspended := ptr.Deref(d.Spec.RunPolicy.Suspend, false)
-	js := obs.JobSet(job.Name)
 
 	// 3. A resumed job counts its deadline from now; one that never ran from
 	// its first unsuspended pass (v1's startTime).
@@ -128,7 +127,7 @@ func (p *pass) run(obs *observe.Observed, sync jobframework.Sync) {
 	}
 	// What syncing wrote is the framework's to tell (jobframework.Decide,
 	// SyncEvents for v1's warnings).
-	js = sync.After(obs).JobSet(job.Name)
+	js := sync.After(obs).JobSet(job.Name)
 
 	// 5. Pods: v1's job-name label, then v1's status from them and the JobSet.
 	pods := obs.PodsOf(js, "")

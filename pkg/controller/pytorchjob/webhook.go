@@ -20,19 +20,19 @@ import (
 // +kubebuilder:webhook:path=/mutate-kubeflow-org-v1-pytorchjob,mutating=true,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create,versions=v1,name=mpytorchjob.kubeflow.org,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-kubeflow-org-v1-pytorchjob,mutating=false,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=kubeflow.org,resources=pytorchjobs,verbs=create;update,versions=v1,name=vpytorchjob.kubeflow.org,admissionReviewVersions=v1
 
-// PyTorchJobDefaulter stores v1's defaults (Default) on a new
+// Defaulter stores v1's defaults (Default) on a new
 // PyTorchJob, so that `kubectl get -o yaml` shows what the job runs with.
 //
 // A job that fails validation is left as written: the validating webhook,
 // which runs after every mutating one, then rejects it for what the user
 // wrote. Defaulting first would hide errors v1 reports, such as a Master
 // without replicas ("must be 1").
-type PyTorchJobDefaulter struct{}
+type Defaulter struct{}
 
-var _ admission.Defaulter[*kubeflowv1.PyTorchJob] = PyTorchJobDefaulter{}
+var _ admission.Defaulter[*kubeflowv1.PyTorchJob] = Defaulter{}
 
 // Default implements admission.Defaulter.
-func (PyTorchJobDefaulter) Default(_ context.Context, job *kubeflowv1.PyTorchJob) error {
+func (Defaulter) Default(_ context.Context, job *kubeflowv1.PyTorchJob) error {
 	if _, errs := Validate(nil, job); len(errs) > 0 {
 		return nil
 	}
@@ -40,18 +40,18 @@ func (PyTorchJobDefaulter) Default(_ context.Context, job *kubeflowv1.PyTorchJob
 	return nil
 }
 
-// PyTorchJobValidator rejects PyTorchJobs with training-operator v1.9's rules
+// Validator rejects PyTorchJobs with training-operator v1.9's rules
 // (Validate), the very checks the controller runs, which puts the same
 // field errors in the job's status when webhooks are off. Deprecated fields,
 // and fields Trainyard accepts but ignores (Ignored: the HPA metrics of
 // spec.elasticPolicy.metrics), come back as admission warnings, which kubectl
 // prints.
-type PyTorchJobValidator struct{}
+type Validator struct{}
 
-var _ admission.Validator[*kubeflowv1.PyTorchJob] = PyTorchJobValidator{}
+var _ admission.Validator[*kubeflowv1.PyTorchJob] = Validator{}
 
 // ValidateCreate implements admission.Validator.
-func (PyTorchJobValidator) ValidateCreate(_ context.Context, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
+func (Validator) ValidateCreate(_ context.Context, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
 	warnings, errs := Validate(nil, job)
 	warnings = append(warnings, Ignored(job)...)
 	return warnings, webhooks.Invalid(kubeflowv1.GroupVersion.WithKind(kubeflowv1.PyTorchJobKind).GroupKind(), job.Name, errs)
@@ -61,7 +61,7 @@ func (PyTorchJobValidator) ValidateCreate(_ context.Context, job *kubeflowv1.PyT
 // spec alone (labels, finalizers, a deletion) is never rejected: a job stored
 // while webhooks were off may be invalid, and must still be labelled, released
 // or deleted; the controller has already marked it Failed.
-func (PyTorchJobValidator) ValidateUpdate(_ context.Context, oldJob, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
+func (Validator) ValidateUpdate(_ context.Context, oldJob, job *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
 	warnings, errs := Validate(oldJob, job)
 	warnings = append(warnings, Ignored(job)...)
 	if !job.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(oldJob.Spec, job.Spec) {
@@ -71,7 +71,7 @@ func (PyTorchJobValidator) ValidateUpdate(_ context.Context, oldJob, job *kubefl
 }
 
 // ValidateDelete implements admission.Validator.
-func (PyTorchJobValidator) ValidateDelete(context.Context, *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
+func (Validator) ValidateDelete(context.Context, *kubeflowv1.PyTorchJob) (admission.Warnings, error) {
 	return nil, nil
 }
 
@@ -88,8 +88,8 @@ func setupWebhooks(mgr ctrl.Manager) error {
 		return nil
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &kubeflowv1.PyTorchJob{}).
-		WithDefaulter(PyTorchJobDefaulter{}).
-		WithValidator(PyTorchJobValidator{}).
+		WithDefaulter(Defaulter{}).
+		WithValidator(Validator{}).
 		Complete(); err != nil {
 		return fmt.Errorf("PyTorchJob webhooks: %w", err)
 	}

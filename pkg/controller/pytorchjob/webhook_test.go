@@ -47,7 +47,7 @@ func v1Defaults(j *kubeflowv1.PyTorchJob) {
 	}
 }
 
-func TestPyTorchJobDefaulter(t *testing.T) {
+func TestDefaulter(t *testing.T) {
 	cases := map[string]struct {
 		job  *kubeflowv1.PyTorchJob
 		want *kubeflowv1.PyTorchJob
@@ -106,7 +106,7 @@ func TestPyTorchJobDefaulter(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := tc.job.DeepCopy()
-			if err := (PyTorchJobDefaulter{}).Default(context.Background(), got); err != nil {
+			if err := (Defaulter{}).Default(context.Background(), got); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -139,7 +139,7 @@ func withMetrics(j *kubeflowv1.PyTorchJob) {
 const metricsIgnored = "spec.elasticPolicy.metrics is ignored: Trainyard creates no HorizontalPodAutoscaler, " +
 	"so the workers are not scaled by these metrics and stay at spec.pytorchReplicaSpecs[Worker].replicas"
 
-func TestPyTorchJobValidator(t *testing.T) {
+func TestValidator(t *testing.T) {
 	containers := "spec.pytorchReplicaSpecs[Worker].template.spec.containers"
 	cases := map[string]struct {
 		old, job     *kubeflowv1.PyTorchJob // old nil: a create
@@ -220,9 +220,9 @@ func TestPyTorchJobValidator(t *testing.T) {
 			var warnings []string
 			var err error
 			if tc.old == nil {
-				warnings, err = PyTorchJobValidator{}.ValidateCreate(context.Background(), tc.job)
+				warnings, err = Validator{}.ValidateCreate(context.Background(), tc.job)
 			} else {
-				warnings, err = PyTorchJobValidator{}.ValidateUpdate(context.Background(), tc.old, tc.job)
+				warnings, err = Validator{}.ValidateUpdate(context.Background(), tc.old, tc.job)
 			}
 			if diff := cmp.Diff(tc.wantCauses, causes(t, err)); diff != "" {
 				t.Errorf("causes (-want +got):\n%s", diff)
@@ -236,8 +236,8 @@ func TestPyTorchJobValidator(t *testing.T) {
 
 // The rejection is the API's Invalid status for the PyTorchJob, so that
 // kubectl prints `PyTorchJob.kubeflow.org "mnist" is invalid: <field>: ...`.
-func TestPyTorchJobValidatorStatus(t *testing.T) {
-	_, err := PyTorchJobValidator{}.ValidateCreate(context.Background(),
+func TestValidatorStatus(t *testing.T) {
+	_, err := Validator{}.ValidateCreate(context.Background(),
 		pytorchJob(func(j *kubeflowv1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs["Master"].Replicas = ptr.To[int32](2) }))
 	want := `PyTorchJob.kubeflow.org "mnist" is invalid: spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1`
 	if err == nil || err.Error() != want {

@@ -62,7 +62,7 @@ func FuzzDefaultTrainJob(f *testing.F) {
 			req.Operation, req.OldObject.Raw = admissionv1.Update, oldJSON
 		}
 		ctx := admission.NewContextWithRequest(t.Context(), req)
-		d := &TrainJobDefaulter{Clock: clocktesting.NewFakePassiveClock(time.Unix(unix%(1<<34), 0))}
+		d := &Defaulter{Clock: clocktesting.NewFakePassiveClock(time.Unix(unix%(1<<34), 0))}
 
 		once := job.DeepCopy()
 		if err := d.Default(ctx, once); err != nil {

@@ -26,7 +26,7 @@ import (
 // +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,timeoutSeconds=10,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
 
-// TrainJobDefaulter stamps runtimePatches[].time as Kubeflow Trainer v2.3 does,
+// Defaulter stamps runtimePatches[].time as Kubeflow Trainer v2.3 does,
 // so that a queue (Kueue) or the SDK sees the same times on either controller.
 // Patches are matched to the old object by manager:
 //   - a new manager's patch keeps a time the client set, else gets now (so
@@ -39,14 +39,14 @@ import (
 //     hide the change.
 //
 // Other defaults come from the CRD schema.
-type TrainJobDefaulter struct {
+type Defaulter struct {
 	Clock clock.PassiveClock
 }
 
-var _ admission.Defaulter[*trainer.TrainJob] = (*TrainJobDefaulter)(nil)
+var _ admission.Defaulter[*trainer.TrainJob] = (*Defaulter)(nil)
 
 // Default implements admission.Defaulter.
-func (d *TrainJobDefaulter) Default(ctx context.Context, job *trainer.TrainJob) error {
+func (d *Defaulter) Default(ctx context.Context, job *trainer.TrainJob) error {
 	if len(job.Spec.RuntimePatches) == 0 {
 		return nil
 	}
@@ -82,8 +82,8 @@ func sameContent(a, b trainer.RuntimePatch) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
-// TrainJobValidator rejects TrainJobs that could never run, with the field at fault.
-type TrainJobValidator struct {
+// Validator rejects TrainJobs that could never run, with the field at fault.
+type Validator struct {
 	// Client looks up the runtime and what the job names (a PriorityClass).
 	// Setup gives it the cache with a live read on a miss (liveOnMiss), so a
 	// runtime created just before its job is found.
@@ -91,10 +91,10 @@ type TrainJobValidator struct {
 	Framework *framework.Framework
 }
 
-var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
+var _ admission.Validator[*trainer.TrainJob] = (*Validator)(nil)
 
 // ValidateCreate implements admission.Validator.
-func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.TrainJob) (admission.Warnings, error) {
+func (v *Validator) ValidateCreate(ctx context.Context, job *trainer.TrainJob) (admission.Warnings, error) {
 	errs := validation.ValidateTrainJob(nil, job)
 	if ours(job) {
 		errs = append(errs, v.againstRuntime(ctx, job, true)...)
@@ -103,7 +103,7 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, job *trainer.Tra
 }
 
 // ValidateUpdate implements admission.Validator.
-func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *trainer.TrainJob) (admission.Warnings, error) {
+func (v *Validator) ValidateUpdate(ctx context.Context, oldJob, job *trainer.TrainJob) (admission.Warnings, error) {
 	if !job.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
@@ -119,11 +119,11 @@ func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldJob, job *tra
 }
 
 // ValidateDelete implements admission.Validator.
-func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
+func (v *Validator) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *TrainJobValidator) againstRuntime(ctx context.Context, job *trainer.TrainJob, mustExist bool) field.ErrorList {
+func (v *Validator) againstRuntime(ctx context.Context, job *trainer.TrainJob, mustExist bool) field.ErrorList {
 	ref := field.NewPath("spec", "runtimeRef")
 	rt, err := runtime.Resolve(ctx, v.Client, job)
 	switch {
@@ -167,8 +167,8 @@ func trainerKind(kind string) schema.GroupKind {
 // missing.
 func setupWebhooks(mgr ctrl.Manager, fw *framework.Framework) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&TrainJobDefaulter{Clock: clock.RealClock{}}).
-		WithValidator(&TrainJobValidator{Client: webhooks.LiveOnMiss(mgr.GetClient(), mgr.GetAPIReader()), Framework: fw}).
+		WithDefaulter(&Defaulter{Clock: clock.RealClock{}}).
+		WithValidator(&Validator{Client: webhooks.LiveOnMiss(mgr.GetClient(), mgr.GetAPIReader()), Framework: fw}).
 		Complete(); err != nil {
 		return fmt.Errorf("TrainJob webhooks: %w", err)
 	}

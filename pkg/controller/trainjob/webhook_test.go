@@ -127,7 +127,7 @@ func TestTrainJobDefaulterRuntimePatchTimes(t *testing.T) {
 				old = &trainer.TrainJob{Spec: trainer.TrainJobSpec{RuntimePatches: tc.old}}
 			}
 			job := &trainer.TrainJob{Spec: trainer.TrainJobSpec{RuntimePatches: tc.sent}}
-			d := &TrainJobDefaulter{Clock: clocktesting.NewFakePassiveClock(now)}
+			d := &Defaulter{Clock: clocktesting.NewFakePassiveClock(now)}
 			if err := d.Default(admissionContext(t, old), job); err != nil {
 				t.Fatal(err)
 			}

@@ -17,8 +17,10 @@ CONTAINER_NODE_TOOLS := kubelet kube-proxy coredns provisioner
 CLUSTER_DIR   := $(BIN)/cluster
 # Untainted kwok nodes, so workloads (the examples) run unchanged; CLUSTER_ARGS= keeps kwok's taint.
 CLUSTER_ARGS  ?= --untainted-nodes
-# GANG_SCHEDULER=volcano or coscheduling also runs that gang scheduler (built into bin/k8s on first use; docs/gang-scheduling.md).
+# GANG_SCHEDULER=volcano or coscheduling also runs that gang scheduler (make cluster-tools builds it into bin/k8s; docs/gang-scheduling.md).
 GANG_SCHEDULER ?=
+GANG_TOOLS_volcano      := volcano-scheduler volcano-controller-manager
+GANG_TOOLS_coscheduling := scheduler-plugins-scheduler scheduler-plugins-controller
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
@@ -73,15 +75,15 @@ images: ## Build the images without docker (pkg/images, cmd/trainyard-images): t
 
 .PHONY: debian-packages
 debian-packages: ## Install the Debian packages the process node's pods run (torch, OpenMPI, XGBoost, ...) when missing.
-	@test/tools/debian-packages.sh
+	@pkg/localcluster/packages/debian-packages.sh
 
 .PHONY: k8s-tools
 k8s-tools: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules into bin/k8s (cached).
 	test/tools/build.sh $(K8S_BIN) $(K8S_TOOLS)
 
 .PHONY: cluster-tools
-cluster-tools: build ## Build everything a local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue; cached), the manager and the process node agent.
-	test/tools/build.sh $(K8S_BIN) $(CLUSTER_TOOLS)
+cluster-tools: build ## Build everything a local cluster runs (bin/k8s: control plane, kubectl, kwok, JobSet, Kueue, and GANG_SCHEDULER's binaries; cached), the manager and the process node agent.
+	test/tools/build.sh $(K8S_BIN) $(CLUSTER_TOOLS) $(GANG_TOOLS_$(GANG_SCHEDULER))
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -89,7 +91,7 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go
 ##@ Local cluster
 
 .PHONY: cluster-up
-cluster-up: cluster-tools ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano|coscheduling adds that gang scheduler.
+cluster-up: cluster-tools $(if $(findstring --container-nodes,$(CLUSTER_ARGS)),container-node-tools) ## Start the local cluster (kwok nodes, JobSet, Kueue, the manager) on 127.0.0.1; state and logs in bin/cluster. GANG_SCHEDULER=volcano|coscheduling adds that gang scheduler.
 	$(BIN)/trainyard-local up --state-dir $(CLUSTER_DIR) $(CLUSTER_ARGS) $(if $(GANG_SCHEDULER),--gang-scheduler=$(GANG_SCHEDULER))
 
 .PHONY: cluster-down
@@ -105,13 +107,14 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the webhook c
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true,maxDescLen=120 paths=./apis/... output:crd:artifacts:config=manifests/base/crds
 	go run ./test/tools/crddesc manifests/base/crds/*_*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=trainyard-manager paths=./pkg/... output:rbac:artifacts:config=manifests/base/rbac
-	$(CONTROLLER_GEN) webhook paths=./pkg/webhooks/... output:webhook:artifacts:config=manifests/base/webhook
+	$(CONTROLLER_GEN) webhook paths=./pkg/controller/... output:webhook:artifacts:config=manifests/base/webhook
+	go run ./test/tools/chartkinds manifests/charts/trainyard/files/kinds.yaml
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook manifests/charts/trainyard/files/kinds.yaml)" ]; then \
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
-	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook; git diff --stat; exit 1; fi
+	  git status --porcelain -- apis manifests/base/crds manifests/base/rbac manifests/base/webhook manifests/charts/trainyard/files/kinds.yaml; git diff --stat; exit 1; fi
 	@echo "generated files are up to date"
 
 ##@ Test
@@ -130,9 +133,12 @@ test: test-tools verify-generated vet cluster-tools helm debian-packages deploye
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$${CI_FUZZTIME:-10s}
 
 .PHONY: deployed-tools
-deployed-tools: cluster-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet, kube-proxy, CoreDNS and volume provisioner, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
+deployed-tools: cluster-tools container-node-tools helm images ## Build what test/deployed_e2e needs besides the cluster: the container nodes' kubelet, kube-proxy, CoreDNS and volume provisioner, their Debian packages (containerd, runc, CNI plugins), bin/helm and the images.
+
+.PHONY: container-node-tools
+container-node-tools: ## Build the container nodes' kubelet, kube-proxy, CoreDNS and volume provisioner into bin/k8s (cached) and install their Debian packages (containerd, runc, CNI plugins) when missing.
 	test/tools/build.sh $(K8S_BIN) $(CONTAINER_NODE_TOOLS)
-	@$(CURDIR)/test/tools/container-node-packages.sh
+	@$(CURDIR)/pkg/localcluster/packages/container-node-packages.sh
 
 .PHONY: e2e-deployed
 e2e-deployed: deployed-tools ## Run Trainyard as deployed (test/deployed_e2e): the Helm chart installed with bin/helm and the image of make images on a local cluster of container nodes, no manager process; training, upgrade, uninstall, the standalone overlay.

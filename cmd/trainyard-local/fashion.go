@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli"
 	"github.com/trainyard/trainyard/pkg/localcluster"
 )
@@ -52,12 +53,19 @@ func (f *fashionCLI) show(ctx context.Context, args ...string) error {
 	return cmd.Run()
 }
 
-func (f *fashionCLI) get(ctx context.Context, name string) (*cli.Job, error) {
+// shownJob is what this flow reads of `trainyard get NAME -o json`.
+type shownJob struct {
+	Status, Reason, Message string
+	Steps                   []cli.Step
+	TrainerStatus           *trainer.TrainerStatus
+}
+
+func (f *fashionCLI) get(ctx context.Context, name string) (*shownJob, error) {
 	out, err := f.cmd(ctx, "get", name, "-o", "json").Output()
 	if err != nil {
 		return nil, fmt.Errorf("trainyard get %s: %w", name, err)
 	}
-	var j cli.Job
+	var j shownJob
 	if err := json.Unmarshal(out, &j); err != nil {
 		return nil, fmt.Errorf("trainyard get %s -o json: %w", name, err)
 	}
@@ -181,7 +189,7 @@ func trainFashionMNIST(ctx context.Context, c *localcluster.Cluster, repo string
 	return 0
 }
 
-func stepStatus(j *cli.Job, step string) string {
+func stepStatus(j *shownJob, step string) string {
 	for _, s := range j.Steps {
 		if s.Name == step {
 			return s.Status

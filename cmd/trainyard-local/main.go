@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -130,10 +129,10 @@ func up(args []string) error {
 	gpu := fs.Int("gpu-nodes", 1, "kwok GPU nodes")
 	gpus := fs.Int("gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	procs := fs.Int("process-nodes", 0, "process nodes: pods run as processes on this machine (needs bin/trainyard-node)")
-	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (builds bin/k8s/kubelet, kube-proxy, coredns, provisioner; needs "+localcluster.ContainerNodePackagesScript+")")
+	containers := fs.Int("container-nodes", 0, "container nodes: real kubelets with their own containerd, pods in real containers (needs bin/k8s/kubelet, kube-proxy, coredns and provisioner: make container-node-tools; installs "+localcluster.ContainerNodePackagesScript+"'s packages when missing)")
 	fw := fs.String("kueue-frameworks", strings.Join(localcluster.DefaultKueueFrameworks, ","), "Kueue integrations.frameworks, comma-separated")
 	untainted := fs.Bool("untainted-nodes", false, "create the kwok nodes without kwok's NoSchedule taint, so that pods need no toleration")
-	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (built into bin/k8s when missing)")
+	gang := fs.String("gang-scheduler", "", "also run a gang scheduler: "+strings.Join(slices.Sorted(maps.Keys(gangTools)), ", ")+" (its binaries in bin/k8s: make cluster-tools GANG_SCHEDULER=<name>)")
 	noManager := fs.Bool("no-manager", false, "run no manager and install none of Trainyard (CRDs, webhooks, runtimes, roles), for installing it as deployed: the Helm chart or a kustomize overlay (docs/install.md)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up starting after this long")
 	var managerArgs multi
@@ -146,14 +145,11 @@ func up(args []string) error {
 	if *cpu == 0 && *gpu == 0 && *procs == 0 && *containers == 0 {
 		return errors.New("need at least one node")
 	}
-	if err := buildGangScheduler(*gang); err != nil {
-		return err
+	if _, ok := gangTools[*gang]; *gang != "" && !ok {
+		return fmt.Errorf("--gang-scheduler %q: want one of %s", *gang, strings.Join(slices.Sorted(maps.Keys(gangTools)), ", "))
 	}
 	if *containers > 0 {
-		if err := buildTools("the container nodes' kubelet, kube-proxy, CoreDNS and provisioner", localcluster.Kubelet, localcluster.KubeProxy, localcluster.CoreDNS, localcluster.Provisioner); err != nil {
-			return err
-		}
-		if err := installContainerNodePackages(); err != nil {
+		if err := localcluster.InstallContainerNodePackages(context.Background(), os.Stderr); err != nil {
 			return err
 		}
 	}
@@ -183,54 +179,12 @@ func up(args []string) error {
 	return nil
 }
 
-// gangTools are the test/tools/build.sh targets of each gang scheduler.
+// gangTools are the binaries of each gang scheduler (make cluster-tools
+// GANG_SCHEDULER=<name> builds them into bin/k8s; Up says so when they are
+// missing).
 var gangTools = map[string][]string{
 	localcluster.GangSchedulerVolcano:      {localcluster.VolcanoScheduler, localcluster.VolcanoControllers},
 	localcluster.GangSchedulerCoscheduling: {localcluster.CoschedulingScheduler, localcluster.CoschedulingController},
-}
-
-// buildGangScheduler builds (or finds up to date: build.sh's stamps) the
-// binaries of the gang scheduler, so that only those who ask for one pay
-// for its build.
-func buildGangScheduler(name string) error {
-	if name == "" {
-		return nil
-	}
-	targets, ok := gangTools[name]
-	if !ok {
-		return fmt.Errorf("--gang-scheduler %q: want one of %s", name, strings.Join(slices.Sorted(maps.Keys(gangTools)), ", "))
-	}
-	return buildTools("the "+name+" gang scheduler", targets...)
-}
-
-// buildTools builds test/tools/build.sh targets into bin/k8s (nothing when
-// they are up to date).
-func buildTools(what string, targets ...string) error {
-	repo, err := localcluster.FindRepoDir(mustGetwd())
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(repo, "test", "tools", "build.sh"), append([]string{filepath.Join(repo, "bin", "k8s")}, targets...)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building %s (test/tools/build.sh): %w", what, err)
-	}
-	return nil
-}
-
-// installContainerNodePackages runs test/tools/container-node-packages.sh
-// (containerd, runc, the CNI plugins; a stamp makes a second run free).
-func installContainerNodePackages() error {
-	repo, err := localcluster.FindRepoDir(mustGetwd())
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(repo, localcluster.ContainerNodePackagesScript))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w", localcluster.ContainerNodePackagesScript, err)
-	}
-	return nil
 }
 
 // kubectlPath is bin/k8s/kubectl (make cluster-tools builds it), relative to the

@@ -24,7 +24,6 @@ import (
 
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	rtpkg "github.com/trainyard/trainyard/pkg/runtime"
@@ -68,8 +67,7 @@ func run() error {
 	)
 	// Each job kind's own settings (--trainjob-concurrency, --kueue-mode,
 	// --enable-pytorchjob, --gang-scheduler-name, ...).
-	trainJobs := trainjob.NewKind()
-	kinds := controller.Kinds(trainJobs)
+	kinds := controller.Kinds()
 	jobframework.BindFlags(flag.CommandLine, kinds)
 	flag.StringVar(&metricsCfg.BindAddress, "metrics-bind-address", "", "address of the Prometheus metrics endpoint (default "+serving.DefaultSecureAddress+", or "+serving.DefaultPlainAddress+" with --metrics-secure=false); 0 disables it")
 	flag.BoolVar(&metricsCfg.Secure, "metrics-secure", true, "serve metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes for GET /metrics (ClusterRole trainyard-metrics-reader); false: plain HTTP to anyone")
@@ -149,13 +147,13 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	progressCfg, err := setupStatusServer(mgr, status, wh)
+	statusURL, err := setupStatusServer(mgr, status, wh)
 	if err != nil {
 		return err
 	}
-	trainJobs.Plugins.ClusterDomain, trainJobs.Plugins.Progress = *domain, progressCfg
 	// The manager's endpoint serves controller-runtime's registry.
 	m := jobframework.NewManager(mgr, crmetrics.Registry)
+	m.ClusterDomain, m.StatusServerURL = *domain, statusURL
 	if err := metrics.RegisterBuildInfo(m.Metrics); err != nil {
 		return err
 	}

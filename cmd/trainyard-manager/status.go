@@ -10,7 +10,6 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
 	"github.com/trainyard/trainyard/pkg/statusserver"
 )
 
@@ -43,33 +42,33 @@ func (o *statusOptions) bindFlags(fs *flag.FlagSet) {
 }
 
 // setupStatusServer adds the server and the CA reader to the manager and
-// returns what the TrainJobStatus plugin needs (nil when the server is off).
-func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*trainjobstatus.Config, error) {
+// returns the URL at which trainers reach it ("" when the server is off).
+func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (string, error) {
 	if !o.enabled {
-		return nil, nil
+		return "", nil
 	}
 	if err := o.limits.Validate(); err != nil {
-		return nil, fmt.Errorf("status server limits: %w", err)
+		return "", fmt.Errorf("status server limits: %w", err)
 	}
 	if !wh.enabled && wh.certManagement == "internal" && o.caFile == "" {
 		// The server serves the webhook's certificate, which nobody makes
 		// when the webhooks are off and Trainyard would be the one to rotate it.
 		ctrl.Log.WithName("setup").Info("Status server off: it uses the webhook serving certificate, which internal certificate management makes only with --enable-webhooks")
-		return nil, nil
+		return "", nil
 	}
 	url := o.url
 	if url == "" {
 		if wh.namespace == "" {
-			return nil, fmt.Errorf("the status server needs --status-server-url, or the manager's namespace (--namespace or POD_NAMESPACE) to build it")
+			return "", fmt.Errorf("the status server needs --status-server-url, or the manager's namespace (--namespace or POD_NAMESPACE) to build it")
 		}
 		_, port, err := net.SplitHostPort(o.bind)
 		if err != nil {
-			return nil, fmt.Errorf("--status-server-bind-address %q: %w", o.bind, err)
+			return "", fmt.Errorf("--status-server-bind-address %q: %w", o.bind, err)
 		}
 		url = fmt.Sprintf("https://%s.%s.svc:%s", wh.serviceName, wh.namespace, port)
 	}
 	if !strings.HasPrefix(url, "https://") {
-		return nil, fmt.Errorf("--status-server-url %q: must be https://", url)
+		return "", fmt.Errorf("--status-server-url %q: must be https://", url)
 	}
 	caFile := o.caFile
 	if caFile == "" {
@@ -78,12 +77,12 @@ func setupStatusServer(mgr ctrl.Manager, o statusOptions, wh webhookOptions) (*t
 	ca := &statusserver.CABundle{Path: caFile, Log: ctrl.Log.WithName("status-server")}
 	_ = ca.Load() // with internal rotation the file appears after start; Start keeps trying
 	if err := mgr.Add(ca); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := statusserver.Setup(mgr, statusserver.Options{
 		Addr: o.bind, CertDir: wh.certDir, CoalesceInterval: o.interval, Limits: &o.limits, CA: ca,
 	}); err != nil {
-		return nil, fmt.Errorf("setting up the status server: %w", err)
+		return "", fmt.Errorf("setting up the status server: %w", err)
 	}
-	return &trainjobstatus.Config{BaseURL: url}, nil
+	return url, nil
 }

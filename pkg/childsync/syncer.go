@@ -109,6 +109,10 @@ type Syncer struct {
 	FieldOwner string
 	// Served reports whether the cluster serves a kind; nil means every kind.
 	Served func(schema.GroupKind) bool
+	// Create, when set, creates a child in place of Client.Create, without
+	// reading the API server's answer back into it (the manager's: the
+	// next pass observes the child from the cache).
+	Create func(ctx context.Context, obj client.Object, fieldOwner string) error
 }
 
 // KeyOf returns the key of obj, with its kind from the client's scheme.
@@ -206,7 +210,12 @@ func (s *Syncer) own(owner, obj client.Object) error {
 // create creates obj. An AlreadyExists is an *ExistsError: whose the object
 // is, the next pass observes.
 func (s *Syncer) create(ctx context.Context, obj client.Object) error {
-	err := s.Client.Create(ctx, obj, client.FieldOwner(s.FieldOwner))
+	var err error
+	if s.Create != nil {
+		err = s.Create(ctx, obj, s.FieldOwner)
+	} else {
+		err = s.Client.Create(ctx, obj, client.FieldOwner(s.FieldOwner))
+	}
 	if err == nil {
 		return nil
 	}

@@ -14,8 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 )
 
 // Clients talk to one cluster in one namespace.
@@ -74,8 +75,9 @@ func Connect(flags *genericclioptions.ConfigFlags) (*Clients, error) {
 	return NewClients(cfg, ns)
 }
 
-// Scheme holds the kinds the CLI reads: TrainJobs, runtimes, PyTorchJobs,
-// JobSets, pods, events and ConfigMaps.
+// Scheme holds the kinds the CLI reads: pods, events and ConfigMaps, runtimes,
+// JobSets and every job kind's types (jobframework.AddToScheme of the one
+// list of kinds).
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
@@ -90,8 +92,8 @@ func Scheme() (*runtime.Scheme, error) {
 	if err := trainer.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering %s: %w", trainer.GroupVersion, err)
 	}
-	if err := kubeflowv1.AddToScheme(s); err != nil {
-		return nil, fmt.Errorf("registering %s: %w", kubeflowv1.GroupVersion, err)
+	if err := jobframework.AddToScheme(s, controller.Kinds()); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/view"
 )
 
 // DefaultRuntime is the runtime `train` uses unless told otherwise, as in the SDK.
@@ -214,48 +214,25 @@ Prints the TrainJob's name on stdout, and on stderr how to follow it.`,
 }
 
 func getCommand(e *env) *cobra.Command {
-	var (
-		output, runtimeName string
-		kind                kindFlag
-	)
+	var output, runtimeName string
+	kind := kindFlag{kinds: e.kinds}
+	long, example := e.kinds.help("get")
 	cmd := &cobra.Command{
-		Use:   "get [NAME | pytorchjob/NAME | --runtime RUNTIME | --kind pytorchjob] [-o yaml|json]",
-		Short: "Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs",
-		Long: `Show a TrainJob's (or PyTorchJob's) status and steps (node pods), or list TrainJobs.
+		Use:   "get [[KIND/]NAME | --runtime RUNTIME | --kind KIND] [-o yaml|json]",
+		Short: "Show a job's status and steps (its pods), or list the namespace's jobs",
+		Long: `Show a job's status and steps (its pods), or list the namespace's jobs (by
+default its ` + e.kinds[0].Kind() + `s; --kind ` + e.kinds.want() + `).
 
-STATUS is the TrainJob's phase (Pending, Running, Suspended, Complete, Failed),
-with its reason and message. Each step is a pod: node-<rank> for the trainer's
-nodes, with the pod's phase and its device (from the node container's limits;
-the count is PET_NPROC_PER_NODE, torchrun's processes per node, when it is a
-number). Initializer pods (of the replicated jobs labelled
-trainer.kubeflow.org/trainjob-ancestor-step=dataset-initializer or
-model-initializer) are the steps dataset-initializer and model-initializer.
-Without NAME, lists the namespace's TrainJobs; --runtime lists only those on
-that runtime (spec.runtimeRef.name).
-
-A PyTorchJob (kubeflow.org/v1) is pytorchjob/NAME, or NAME with --kind
-pytorchjob: its STATUS is the v1 condition it is in (Created, Running,
-Restarting, Suspended, Succeeded, Failed), its steps are its replicas' pods,
-master-0, worker-0, ... (the pytorch container's device). With --kind
-pytorchjob and no NAME, lists the namespace's PyTorchJobs.`,
-		Example: `  # The namespace's TrainJobs, and those on one runtime
-  trainyard get
-  trainyard get --runtime torch-distributed
-
-  # One TrainJob with its steps, as JSON
-  trainyard get my-job -o json
-
-  # A PyTorchJob, and all of the namespace's
-  trainyard get pytorchjob/mnist
-  trainyard get --kind pytorchjob`,
+` + long,
+		Example:           example,
 		ValidArgsFunction: e.completeJobs(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if len(args) > 1 {
-				return usagef("get takes at most one TrainJob name, got %q", args)
+				return usagef("get takes at most one job name, got %q", args)
 			}
 			if len(args) == 1 && runtimeName != "" {
-				return usagef("--runtime filters the list of TrainJobs; it does not go with a TrainJob name")
+				return usagef("--runtime filters the list of jobs; it does not go with a job name")
 			}
 			if err := checkOutput(output); err != nil {
 				return err
@@ -268,70 +245,35 @@ pytorchjob and no NAME, lists the namespace's PyTorchJobs.`,
 			if err != nil {
 				return err
 			}
-			if runtimeName != "" && listKind == kubeflowv1.PyTorchJobKind {
-				return usagef("--runtime filters TrainJobs; PyTorchJobs have no runtime")
-			}
 			cl, err := e.connect()
 			if err != nil {
 				return err
 			}
-			if len(refs) == 1 && refs[0].IsPyTorchJob() {
-				job, err := GetPyTorchJob(ctx, cl.Client, cl.Namespace, refs[0].Name)
-				if err != nil {
-					return err
-				}
-				if output != OutputTable {
-					return printData(e.stdout, output, job)
-				}
-				return PrintPyTorchJob(e.stdout, job, time.Now())
-			}
-			if len(refs) == 0 && listKind == kubeflowv1.PyTorchJobKind {
-				jobs, err := ListPyTorchJobs(ctx, cl.Client, cl.Namespace)
-				if err != nil {
-					return err
-				}
-				if output != OutputTable {
-					return printData(e.stdout, output, jobs)
-				}
-				if len(jobs) == 0 {
-					fmt.Fprintf(e.stderr, "no PyTorchJobs in namespace %s\n", cl.Namespace)
-					return nil
-				}
-				return PrintPyTorchJobs(e.stdout, jobs, time.Now())
-			}
+			var shown view.Shown
 			if len(refs) == 1 {
-				job, err := GetJob(ctx, cl.Client, cl.Namespace, refs[0].Name)
-				if err != nil {
-					return err
-				}
-				if output != OutputTable {
-					return printData(e.stdout, output, job)
-				}
-				return PrintJob(e.stdout, job, time.Now())
+				shown, err = refs[0].Kind.Get(ctx, cl.Client, cl.Namespace, refs[0].Name)
+			} else {
+				shown, err = listKind.List(ctx, cl.Client, cl.Namespace, runtimeName)
 			}
-			jobs, err := ListJobs(ctx, cl.Client, cl.Namespace)
 			if err != nil {
 				return err
 			}
-			if runtimeName != "" {
-				jobs = OnRuntime(jobs, runtimeName)
-			}
 			if output != OutputTable {
-				return printData(e.stdout, output, jobs)
+				return printData(e.stdout, output, shown.Data)
 			}
-			if len(jobs) == 0 {
+			if shown.Count == 0 {
 				if runtimeName != "" {
-					fmt.Fprintf(e.stderr, "no TrainJobs on runtime %s in namespace %s\n", runtimeName, cl.Namespace)
+					fmt.Fprintf(e.stderr, "no %ss on runtime %s in namespace %s\n", listKind.Kind(), runtimeName, cl.Namespace)
 					return nil
 				}
-				fmt.Fprintf(e.stderr, "no TrainJobs in namespace %s\n", cl.Namespace)
+				fmt.Fprintf(e.stderr, "no %ss in namespace %s\n", listKind.Kind(), cl.Namespace)
 				return nil
 			}
-			return PrintJobs(e.stdout, jobs, time.Now())
+			return shown.Print(e.stdout, time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: text)")
-	cmd.Flags().StringVar(&runtimeName, "runtime", "", "list only the TrainJobs on this runtime")
+	cmd.Flags().StringVar(&runtimeName, "runtime", "", "list only the jobs on this runtime")
 	kind.addTo(cmd)
 	registerOutputCompletion(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("runtime", e.completeRuntimes)

@@ -12,10 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
 // completionTimeout bounds what a completion asks the cluster: a shell waits
@@ -75,9 +71,10 @@ func (e *env) completeRuntimes(cmd *cobra.Command, _ []string, toComplete string
 	return matching(toComplete, names), noFiles
 }
 
-// completeJobs completes the names of the namespace's TrainJobs, and of its
-// PyTorchJobs as pytorchjob/NAME (NAME with --kind pytorchjob); several of
-// them when multi.
+// completeJobs completes the names of the namespace's jobs: those of the
+// default kind (TrainJobs) as NAME, the other kinds' as KIND/NAME once the
+// word has a "/" (with --kind, that kind's, as NAME); several of them when
+// multi.
 func (e *env) completeJobs(multi bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if !multi && len(args) > 0 {
@@ -89,26 +86,21 @@ func (e *env) completeJobs(multi bool) cobra.CompletionFunc {
 		}
 		ctx, cancel := completionContext(cmd)
 		defer cancel()
-		kind, _ := cmd.Flags().GetString("kind")
-		pyTorchOnly := kindNames[strings.ToLower(kind)] == kubeflowv1.PyTorchJobKind
 		names := map[string]string{}
-		if !pyTorchOnly {
-			var list trainer.TrainJobList
-			if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err == nil {
-				for _, j := range list.Items {
-					names[j.Name] = "TrainJob " + string(j.Status.Phase)
-				}
+		flag, _ := cmd.Flags().GetString("kind")
+		if k, ok := e.kinds.named(flag); ok {
+			for n, d := range k.Complete(ctx, cl.Client, cl.Namespace) {
+				names[n] = d
 			}
+			return matching(toComplete, names), noFiles
 		}
-		if pyTorchOnly || strings.Contains(toComplete, "/") {
-			var list kubeflowv1.PyTorchJobList
-			if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err == nil {
-				for _, j := range list.Items {
-					name := j.Name
-					if !pyTorchOnly {
-						name = "pytorchjob/" + name
-					}
-					names[name] = "PyTorchJob"
+		for n, d := range e.kinds[0].Complete(ctx, cl.Client, cl.Namespace) {
+			names[n] = d
+		}
+		if strings.Contains(toComplete, "/") {
+			for _, k := range e.kinds[1:] {
+				for n, d := range k.Complete(ctx, cl.Client, cl.Namespace) {
+					names[k.Names()[0]+"/"+n] = d
 				}
 			}
 		}
@@ -116,16 +108,19 @@ func (e *env) completeJobs(multi bool) cobra.CompletionFunc {
 	}
 }
 
-// completeStatuses completes the last of wait --for's comma-separated statuses.
-func completeStatuses(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+// completeStatuses completes the last of wait --for's comma-separated
+// statuses: those of every kind.
+func (e *env) completeStatuses(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	done, last := "", toComplete
 	if i := strings.LastIndex(toComplete, ","); i >= 0 {
 		done, last = toComplete[:i+1], toComplete[i+1:]
 	}
 	names := map[string]string{}
-	for _, s := range append(append([]string{}, Statuses...), PyTorchJobStatuses...) {
-		if strings.HasPrefix(s, last) {
-			names[done+s] = ""
+	for _, k := range e.kinds {
+		for _, s := range k.Wait().Statuses {
+			if strings.HasPrefix(s, last) {
+				names[done+s] = ""
+			}
 		}
 	}
 	return matching(done+last, names), noFiles | cobra.ShellCompDirectiveNoSpace

@@ -15,14 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/cli/logs"
 )
 
-// JobSetKind is the kind of a TrainJob's JobSet (named as the TrainJob).
+// JobSetKind is the kind of a job's JobSet (named as the job).
 const JobSetKind = "JobSet"
 
-// Event is what the CLI shows of an Event about a TrainJob, its JobSet or its pods.
+// Event is what the CLI shows of an Event about a job, its JobSet or its pods.
 type Event struct {
 	LastSeen metav1.Time `json:"lastSeen"`
 	Type     string      `json:"type"`
@@ -41,15 +40,15 @@ type Event struct {
 	key string // namespace/name of the Event object, to drop the second view of it
 }
 
-// eventTarget says whether an event about kind/name belongs to the TrainJob.
+// eventTarget says whether an event about kind/name belongs to the job.
 type eventTarget struct {
-	job  string
-	pods map[string]bool
+	kind, job string
+	pods      map[string]bool
 }
 
 func (t eventTarget) matches(kind, name string) bool {
 	switch kind {
-	case trainer.TrainJobKind, JobSetKind:
+	case t.kind, JobSetKind:
 		return name == t.job
 	case "Pod":
 		return t.pods[name]
@@ -105,21 +104,20 @@ func NewEventFromCore(ev *corev1.Event) Event {
 	return e
 }
 
-// ListEvents reads the events of a TrainJob, of its JobSet and of its pods (the
-// pods labelled jobset.sigs.k8s.io/jobset-name=NAME), oldest first: the
-// events.k8s.io/v1 Events and the core/v1 Events of the namespace, filtered here
-// by the object they are about (no field selectors), an Event seen through both
-// APIs once.
-func ListEvents(ctx context.Context, c client.Client, namespace, name string) ([]Event, error) {
-	var job trainer.TrainJob
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job); err != nil {
-		return nil, fmt.Errorf("reading TrainJob %s/%s: %w", namespace, name, err)
+// ListEvents reads the events of a job (job, an empty object of its kind,
+// named kind), of its JobSet and of its pods (the pods labelled
+// jobset.sigs.k8s.io/jobset-name=NAME), oldest first: the events.k8s.io/v1
+// Events and the core/v1 Events of the namespace, filtered here by the object
+// they are about (no field selectors), an Event seen through both APIs once.
+func ListEvents(ctx context.Context, c client.Client, job client.Object, kind, namespace, name string) ([]Event, error) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
+		return nil, fmt.Errorf("reading %s %s/%s: %w", kind, namespace, name, err)
 	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{logs.JobSetNameLabel: name}); err != nil {
-		return nil, fmt.Errorf("listing the pods of TrainJob %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("listing the pods of %s %s/%s: %w", kind, namespace, name, err)
 	}
-	target := eventTarget{job: name, pods: map[string]bool{}}
+	target := eventTarget{kind: kind, job: name, pods: map[string]bool{}}
 	for _, p := range pods.Items {
 		target.pods[p.Name] = true
 	}

@@ -9,49 +9,27 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 )
 
 func waitCommand(e *env) *cobra.Command {
 	var (
 		timeout, interval time.Duration
 		forStatus         string
-		kind              kindFlag
 	)
+	kind := kindFlag{kinds: e.kinds}
+	long, example := e.kinds.help("wait")
 	cmd := &cobra.Command{
-		Use:   "wait NAME [--for Complete] [--timeout 10m] | pytorchjob/NAME [--for Succeeded]",
-		Short: "Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress",
-		Long: `Wait for a TrainJob (or PyTorchJob) to reach a status (by default to finish), showing its progress.
+		Use:   "wait [KIND/]NAME [--for STATUS,...] [--timeout 10m]",
+		Short: "Wait for a job to reach a status (by default to finish), showing its progress",
+		Long: `Wait for a job to reach a status (by default to finish), showing its progress.
 
-Prints a line whenever the TrainJob's phase, reason or number of ready nodes
-changes. By default waits for Complete: exits 0 when it is Complete, 1 when it
-Failed (with the reason and message), 3 when the timeout passes first.
-
---for takes a comma-separated set of statuses, as the SDK's
-wait_for_job_status(status={...}): Created (the TrainJob exists and has not
-finished), Pending, Running, Suspended (status.phase), Complete, Failed. Exits 0
-as soon as the TrainJob is in any of them; 1 when it Failed and Failed is not in
-the set, or it finished in another status; 3 on timeout.
-
-A PyTorchJob (pytorchjob/NAME, or NAME with --kind pytorchjob) is waited for by
-its v1 conditions: by default Succeeded (exit 1 when it Failed); --for takes
-Created, Running, Restarting, Suspended, Succeeded, Failed. A line is printed
-whenever its status, reason or number of active replicas changes.`,
-		Example: `  # Until the TrainJob has finished: exit 0 when Complete, 1 when Failed, 3 after 10 minutes
-  trainyard wait my-job
-
-  # Until it runs (or has finished), for at most 5 minutes
-  trainyard wait my-job --for Running,Complete --timeout 5m
-
-  # A PyTorchJob, until it has Succeeded
-  trainyard wait pytorchjob/mnist`,
+` + long,
+		Example:           example,
 		ValidArgsFunction: e.completeJobs(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, fs := cmd.Context(), cmd.Flags()
 			if len(args) != 1 {
-				return usagef("wait takes one TrainJob name, got %q", args)
+				return usagef("wait takes one job name, got %q", args)
 			}
 			if timeout <= 0 || interval <= 0 {
 				return usagef("--timeout and --interval must be positive")
@@ -60,13 +38,9 @@ whenever its status, reason or number of active replicas changes.`,
 			if err != nil {
 				return err
 			}
-			wait, statuses := Wait, Statuses
-			if refs[0].IsPyTorchJob() {
-				wait, statuses = WaitPyTorchJob, PyTorchJobStatuses
-			}
 			var want map[string]bool // the kind's default
-			if fs.Changed("for") || !refs[0].IsPyTorchJob() {
-				if want, err = parseStatuses(forStatus, statuses); err != nil {
+			if fs.Changed("for") {
+				if want, err = parseStatuses(forStatus, refs[0].Kind.Wait().Statuses); err != nil {
 					return usageError{err}
 				}
 			}
@@ -74,27 +48,38 @@ whenever its status, reason or number of active replicas changes.`,
 			if err != nil {
 				return err
 			}
-			return wait(ctx, cl.Client, cl.Namespace, refs[0].Name, want, timeout, interval, e.stdout)
+			return Wait(ctx, cl.Client, refs[0].Kind, cl.Namespace, refs[0].Name, want, timeout, interval, e.stdout)
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&forStatus, "for", trainer.TrainJobComplete, "statuses to wait for, comma-separated: Created, Pending, Running, Suspended, Complete, Failed (a PyTorchJob: Created, Running, Restarting, Suspended, Succeeded, Failed; default Succeeded)")
+	fs.StringVar(&forStatus, "for", "", "statuses to wait for, comma-separated (default: the job finished well); "+e.kinds.statusHelp())
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
-	fs.DurationVar(&interval, "interval", time.Second, "how often to look at the TrainJob")
+	fs.DurationVar(&interval, "interval", time.Second, "how often to look at the job")
 	kind.addTo(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("for", completeStatuses)
+	_ = cmd.RegisterFlagCompletionFunc("for", e.completeStatuses)
 	return cmd
+}
+
+// statusHelp is "a TrainJob: Created, ..., Complete (default); a PyTorchJob: ...".
+func (t kindTable) statusHelp() string {
+	parts := make([]string, 0, len(t))
+	for _, k := range t {
+		w := k.Wait()
+		parts = append(parts, fmt.Sprintf("a %s: %s (default %s)", k.Kind(), strings.Join(w.Statuses, ", "), w.Done))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func eventsCommand(e *env) *cobra.Command {
 	var output string
+	kind := kindFlag{kinds: e.kinds}
 	cmd := &cobra.Command{
-		Use:   "events NAME [-o yaml|json]",
-		Short: "Show the events of a TrainJob, of its JobSet and of its pods, oldest first",
-		Long: `Show the events of a TrainJob, of its JobSet and of its pods, oldest first.
+		Use:   "events [KIND/]NAME [-o yaml|json]",
+		Short: "Show the events of a job, of its JobSet and of its pods, oldest first",
+		Long: `Show the events of a job, of its JobSet and of its pods, oldest first.
 
 Reads the namespace's events (core/v1, as the manager and other controllers
-write them, and events.k8s.io/v1, as the scheduler does) about the TrainJob, its JobSet (of the same
+write them, and events.k8s.io/v1, as the scheduler does) about the job, its JobSet (of the same
 name) and its pods (labelled jobset.sigs.k8s.io/jobset-name=NAME), oldest first,
 in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are not shown.`,
 		Example: `  # Why a TrainJob is Pending
@@ -106,16 +91,12 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if len(args) != 1 {
-				return usagef("events takes one TrainJob name, got %q", args)
+				return usagef("events takes one job name, got %q", args)
 			}
-			ref, err := ParseJobRef(args[0], trainer.TrainJobKind, false)
+			refs, err := kind.jobRefs(args)
 			if err != nil {
 				return err
 			}
-			if ref.IsPyTorchJob() {
-				return usagef("events takes TrainJobs; for a PyTorchJob: kubectl events --for %s", ref)
-			}
-			name := ref.Name
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -123,7 +104,8 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 			if err != nil {
 				return err
 			}
-			evs, err := ListEvents(ctx, cl.Client, cl.Namespace, name)
+			ref := refs[0]
+			evs, err := ListEvents(ctx, cl.Client, ref.Kind.New(), ref.Kind.Kind(), cl.Namespace, ref.Name)
 			if err != nil {
 				return err
 			}
@@ -134,37 +116,35 @@ in the columns of ` + "`kubectl events`" + `. Events of pods that are gone are n
 				return printData(e.stdout, output, evs)
 			}
 			if len(evs) == 0 {
-				fmt.Fprintf(e.stderr, "no events of TrainJob %s in namespace %s\n", name, cl.Namespace)
+				fmt.Fprintf(e.stderr, "no events of %s %s in namespace %s\n", ref.Kind.Kind(), ref.Name, cl.Namespace)
 				return nil
 			}
 			return PrintEvents(e.stdout, evs, time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (default: a table)")
+	kind.addTo(cmd)
 	registerOutputCompletion(cmd)
 	return cmd
 }
 
 func deleteCommand(e *env) *cobra.Command {
-	var kind kindFlag
+	kind := kindFlag{kinds: e.kinds}
+	_, example := e.kinds.help("delete")
 	cmd := &cobra.Command{
-		Use:   "delete NAME... | pytorchjob/NAME...",
-		Short: "Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them)",
-		Long: `Delete TrainJobs or PyTorchJobs (their JobSets and pods go with them).
+		Use:   "delete [KIND/]NAME...",
+		Short: "Delete jobs (their JobSets and pods go with them)",
+		Long: `Delete jobs (their JobSets and pods go with them).
 
-A bare NAME is a TrainJob, pytorchjob/NAME a PyTorchJob (or NAME with --kind
-pytorchjob); one line may name both kinds. Stops at the first job that cannot
-be deleted.`,
-		Example: `  # Two TrainJobs
-  trainyard delete my-job other-job
-
-  # A PyTorchJob
-  trainyard delete pytorchjob/mnist`,
+A bare NAME is a ` + e.kinds[0].Kind() + `, KIND/NAME a job of that kind (` + e.kinds.want() + `), or NAME
+with --kind; one line may name several kinds. Stops at the first job that
+cannot be deleted.`,
+		Example:           example,
 		ValidArgsFunction: e.completeJobs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if len(args) == 0 {
-				return usagef("delete takes one or more TrainJob names")
+				return usagef("delete takes one or more job names")
 			}
 			refs, err := kind.jobRefs(args)
 			if err != nil {
@@ -175,14 +155,11 @@ be deleted.`,
 				return err
 			}
 			for _, ref := range refs {
-				var job client.Object = &trainer.TrainJob{}
-				if ref.IsPyTorchJob() {
-					job = &kubeflowv1.PyTorchJob{}
-				}
+				job := ref.Kind.New()
 				job.SetNamespace(cl.Namespace)
 				job.SetName(ref.Name)
 				if err := cl.Client.Delete(ctx, job, client.PropagationPolicy("Background")); err != nil {
-					return fmt.Errorf("deleting %s %s/%s: %w", ref.Kind, cl.Namespace, ref.Name, err)
+					return fmt.Errorf("deleting %s %s/%s: %w", ref.Kind.Kind(), cl.Namespace, ref.Name, err)
 				}
 				fmt.Fprintf(e.stdout, "%s deleted\n", strings.Replace(ref.String(), "/", " ", 1))
 			}

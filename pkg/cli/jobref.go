@@ -5,50 +5,100 @@ import (
 
 	"github.com/spf13/cobra"
 
-	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/view"
+	"github.com/trainyard/trainyard/pkg/controller"
 )
 
-// The kinds of job that get, logs, wait and delete take: TrainJobs, and the
-// legacy kubeflow.org/v1 PyTorchJobs that Trainyard (or Kubeflow's training
-// operator) runs.
+// The kinds of job that get, logs, wait, delete and events take: those of the
+// manager's one list of kinds (pkg/controller.Kinds), each through its CLI
+// view. The first is the default: a bare NAME is one of its jobs (a TrainJob).
 
-// JobRef names a job: its kind (trainer.TrainJobKind or
-// kubeflowv1.PyTorchJobKind) and its name.
+// Kinds are the CLI views of the job kinds, the default first.
+func Kinds() []view.Kind {
+	var out []view.Kind
+	for _, k := range controller.Kinds() {
+		if p, ok := k.(view.Provider); ok {
+			out = append(out, p.View())
+		}
+	}
+	return out
+}
+
+// kindTable finds a kind by what a command line calls it.
+type kindTable []view.Kind
+
+// named returns the kind a command line calls name (kubectl's singular,
+// plural and short names, any case).
+func (t kindTable) named(name string) (view.Kind, bool) {
+	for _, k := range t {
+		for _, n := range k.Names() {
+			if strings.EqualFold(n, name) {
+				return k, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// byKind returns the kind of an API kind name (TrainJob).
+func (t kindTable) byKind(kind string) view.Kind {
+	for _, k := range t {
+		if k.Kind() == kind {
+			return k
+		}
+	}
+	return nil
+}
+
+// flagNames are the kinds' canonical names, as --kind takes them.
+func (t kindTable) flagNames() []string {
+	out := make([]string, 0, len(t))
+	for _, k := range t {
+		out = append(out, k.Names()[0])
+	}
+	return out
+}
+
+// want is "trainjob or pytorchjob".
+func (t kindTable) want() string { return orList(t.flagNames()) }
+
+// orList is "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// JobRef names a job: its kind and its name.
 type JobRef struct {
-	Kind, Name string
+	Kind view.Kind
+	Name string
 }
 
 // String is KIND/NAME in lower case, as kubectl names objects.
-func (r JobRef) String() string { return strings.ToLower(r.Kind) + "/" + r.Name }
+func (r JobRef) String() string { return strings.ToLower(r.Kind.Kind()) + "/" + r.Name }
 
-// IsPyTorchJob reports whether the ref names a PyTorchJob.
-func (r JobRef) IsPyTorchJob() bool { return r.Kind == kubeflowv1.PyTorchJobKind }
-
-// kindNames maps what a command line may call a kind (kubectl's singular,
-// plural and short names, any case) to the kind.
-var kindNames = map[string]string{
-	"trainjob": trainer.TrainJobKind, "trainjobs": trainer.TrainJobKind, "tj": trainer.TrainJobKind,
-	"pytorchjob": kubeflowv1.PyTorchJobKind, "pytorchjobs": kubeflowv1.PyTorchJobKind,
+// kindFlag is --kind: the kind of the jobs named without KIND/ (default: the
+// first kind, TrainJob).
+type kindFlag struct {
+	kinds kindTable
+	kind  string
 }
-
-// kindFlag is --kind: the kind of the jobs named without KIND/ (default
-// TrainJob).
-type kindFlag struct{ kind string }
 
 func (k *kindFlag) addTo(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&k.kind, "kind", "", "kind of the jobs named without KIND/: trainjob (default) or pytorchjob")
-	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]cobra.Completion{"trainjob", "pytorchjob"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVar(&k.kind, "kind", "", "kind of the jobs named without KIND/: "+k.kinds.want()+" (default "+k.kinds.flagNames()[0]+")")
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(k.kinds.flagNames(), cobra.ShellCompDirectiveNoFileComp))
 }
 
-// parse resolves the flag: the kind, or TrainJob when it is not set.
-func (k *kindFlag) parse() (string, error) {
+// parse resolves the flag: the kind, or the default kind when it is not set.
+func (k *kindFlag) parse() (view.Kind, error) {
 	if k.kind == "" {
-		return trainer.TrainJobKind, nil
+		return k.kinds[0], nil
 	}
-	kind, ok := kindNames[strings.ToLower(k.kind)]
+	kind, ok := k.kinds.named(k.kind)
 	if !ok {
-		return "", usagef("--kind %q: want trainjob or pytorchjob", k.kind)
+		return nil, usagef("--kind %q: want %s", k.kind, k.kinds.want())
 	}
 	return kind, nil
 }
@@ -56,22 +106,26 @@ func (k *kindFlag) parse() (string, error) {
 // set reports whether --kind was given.
 func (k *kindFlag) set() bool { return k.kind != "" }
 
-// ParseJobRef parses NAME (a job of kind def) or KIND/NAME, e.g.
+// parseRef parses NAME (a job of kind def) or KIND/NAME, e.g.
 // pytorchjob/mnist or trainjob/a1b2c3; KIND/ must agree with def when kindSet
 // (--kind was given).
-func ParseJobRef(arg, def string, kindSet bool) (JobRef, error) {
+func (t kindTable) parseRef(arg string, def view.Kind, kindSet bool) (JobRef, error) {
 	prefix, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		return JobRef{Kind: def, Name: arg}, nil
 	}
-	kind, known := kindNames[strings.ToLower(prefix)]
+	kind, known := t.named(prefix)
 	switch {
 	case !known:
-		return JobRef{}, usagef("%q: unknown kind %q; want NAME, trainjob/NAME or pytorchjob/NAME", arg, prefix)
+		forms := []string{"NAME"}
+		for _, n := range t.flagNames() {
+			forms = append(forms, n+"/NAME")
+		}
+		return JobRef{}, usagef("%q: unknown kind %q; want %s", arg, prefix, orList(forms))
 	case name == "" || strings.Contains(name, "/"):
 		return JobRef{}, usagef("%q: want KIND/NAME with one name", arg)
 	case kindSet && kind != def:
-		return JobRef{}, usagef("%q is a %s, but --kind says %s", arg, kind, def)
+		return JobRef{}, usagef("%q is a %s, but --kind says %s", arg, kind.Kind(), def.Kind())
 	}
 	return JobRef{Kind: kind, Name: name}, nil
 }
@@ -84,7 +138,7 @@ func (k *kindFlag) jobRefs(args []string) ([]JobRef, error) {
 	}
 	refs := make([]JobRef, 0, len(args))
 	for _, a := range args {
-		r, err := ParseJobRef(a, def, k.set())
+		r, err := k.kinds.parseRef(a, def, k.set())
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/trainyard/trainyard/pkg/cli/view"
 )
 
 // Exit codes of Main.
@@ -54,6 +56,8 @@ type env struct {
 	stderr io.Writer
 	// connect is Connect(kube); tests replace it.
 	connect func() (*Clients, error)
+	// kinds are the job kinds' CLI views (Kinds()), the default first.
+	kinds kindTable
 }
 
 // namespaceFlag is -n's value, "" when it was not given.
@@ -107,6 +111,9 @@ func run(ctx context.Context, e *env, args []string) int {
 	if e.name == "" {
 		e.name = "trainyard"
 	}
+	if e.kinds == nil {
+		e.kinds = Kinds()
+	}
 	root := newRootCommand(e)
 	if args == nil {
 		args = []string{} // cobra reads os.Args when given nil
@@ -122,7 +129,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		root.SetOut(e.stderr)
 		_ = root.Help()
 		return ExitUsage
-	case errors.As(err, &ue):
+	case errors.As(err, &ue) || view.IsUsage(err):
 		fmt.Fprintf(e.stderr, "error: %v\n\n%s", err, cmd.UsageString())
 		return ExitUsage
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
 
 // fakeCluster runs command lines against a fake API with these objects, in
@@ -218,7 +219,7 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
 		{[]string{"get", "a", "b"}, ExitUsage, "at most one"},
 		{[]string{"get", "-o", "xml"}, ExitUsage, `-o "xml"`},
-		{[]string{"logs"}, ExitUsage, "one TrainJob name"},
+		{[]string{"logs"}, ExitUsage, "one job name"},
 		{[]string{"wait", "x", "--timeout", "0s"}, ExitUsage, "must be positive"},
 		{[]string{"delete"}, ExitUsage, "one or more"},
 		{[]string{"delete", "missing"}, ExitFailed, "not found"},
@@ -233,7 +234,7 @@ func TestTrainCommandErrors(t *testing.T) {
 		})
 	}
 	code, out, _ := f.run("help", "wait")
-	if code != 0 || !strings.Contains(out, "trainyard wait NAME") || !strings.Contains(out, "--timeout") {
+	if code != 0 || !strings.Contains(out, "trainyard wait [KIND/]NAME") || !strings.Contains(out, "--timeout") {
 		t.Errorf("help wait: exit %d:\n%s", code, out)
 	}
 }
@@ -295,7 +296,7 @@ func TestGetCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var jobs []Job
+	var jobs []trainjob.Job
 	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
@@ -346,7 +347,7 @@ func TestGetShowsGPUs(t *testing.T) {
 	}
 
 	code, out, _ = f.run("get", "gpu", "-o", "json")
-	var j Job
+	var j trainjob.Job
 	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
 		t.Fatalf("get -o json: exit %d, %v:\n%s", code, err, out)
 	}
@@ -417,22 +418,5 @@ func TestWaitInterrupted(t *testing.T) {
 	}()
 	if code := run(ctx, e, []string{"wait", "slow", "--interval", "10ms"}); code != ExitInterrupted || errOut.Len() != 0 {
 		t.Errorf("exit %d, stderr %q; want %d and nothing", code, errOut.String(), ExitInterrupted)
-	}
-}
-
-func TestProgressString(t *testing.T) {
-	cases := []struct {
-		p    progress
-		want string
-	}{
-		{progress{phase: "Created"}, "Created"},
-		{progress{phase: "Pending", reason: "WaitingForPods", message: "0/2 nodes running", nodes: 2}, "Pending, 0/2 nodes ready (WaitingForPods: 0/2 nodes running)"},
-		{progress{phase: "Running", reason: "AllNodesStarted", ready: 2, nodes: 2}, "Running, 2/2 nodes ready (AllNodesStarted)"},
-		{progress{phase: "Complete", reason: "AllJobsCompleted", nodes: 2}, "Complete (AllJobsCompleted)"},
-	}
-	for _, tc := range cases {
-		if got := tc.p.String(); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
-		}
 	}
 }

@@ -16,29 +16,35 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/view"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 )
 
 func TestParseJobRef(t *testing.T) {
+	kinds := kindTable(Kinds())
+	tj, pj := kinds.byKind(trainer.TrainJobKind), kinds.byKind(kubeflowv1.PyTorchJobKind)
+	type ref struct{ Kind, Name string }
 	cases := []struct {
-		arg, def string
-		kindSet  bool
-		want     JobRef
-		wantErr  string
+		arg     string
+		def     view.Kind
+		kindSet bool
+		want    ref
+		wantErr string
 	}{
-		{arg: "mnist", def: trainer.TrainJobKind, want: JobRef{trainer.TrainJobKind, "mnist"}},
-		{arg: "mnist", def: kubeflowv1.PyTorchJobKind, kindSet: true, want: JobRef{kubeflowv1.PyTorchJobKind, "mnist"}},
-		{arg: "pytorchjob/mnist", def: trainer.TrainJobKind, want: JobRef{kubeflowv1.PyTorchJobKind, "mnist"}},
-		{arg: "PyTorchJobs/mnist", def: trainer.TrainJobKind, want: JobRef{kubeflowv1.PyTorchJobKind, "mnist"}},
-		{arg: "trainjob/mnist", def: trainer.TrainJobKind, want: JobRef{trainer.TrainJobKind, "mnist"}},
-		{arg: "tj/mnist", def: trainer.TrainJobKind, kindSet: true, want: JobRef{trainer.TrainJobKind, "mnist"}},
-		{arg: "job/mnist", def: trainer.TrainJobKind, wantErr: `unknown kind "job"`},
-		{arg: "pytorchjob/", def: trainer.TrainJobKind, wantErr: "want KIND/NAME with one name"},
-		{arg: "pytorchjob/a/b", def: trainer.TrainJobKind, wantErr: "want KIND/NAME with one name"},
-		{arg: "trainjob/mnist", def: kubeflowv1.PyTorchJobKind, kindSet: true, wantErr: "is a TrainJob, but --kind says PyTorchJob"},
+		{arg: "mnist", def: tj, want: ref{trainer.TrainJobKind, "mnist"}},
+		{arg: "mnist", def: pj, kindSet: true, want: ref{kubeflowv1.PyTorchJobKind, "mnist"}},
+		{arg: "pytorchjob/mnist", def: tj, want: ref{kubeflowv1.PyTorchJobKind, "mnist"}},
+		{arg: "PyTorchJobs/mnist", def: tj, want: ref{kubeflowv1.PyTorchJobKind, "mnist"}},
+		{arg: "trainjob/mnist", def: tj, want: ref{trainer.TrainJobKind, "mnist"}},
+		{arg: "tj/mnist", def: tj, kindSet: true, want: ref{trainer.TrainJobKind, "mnist"}},
+		{arg: "job/mnist", def: tj, wantErr: `unknown kind "job"`},
+		{arg: "pytorchjob/", def: tj, wantErr: "want KIND/NAME with one name"},
+		{arg: "pytorchjob/a/b", def: tj, wantErr: "want KIND/NAME with one name"},
+		{arg: "trainjob/mnist", def: pj, kindSet: true, wantErr: "is a TrainJob, but --kind says PyTorchJob"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.arg, func(t *testing.T) {
-			got, err := ParseJobRef(tc.arg, tc.def, tc.kindSet)
+			got, err := kinds.parseRef(tc.arg, tc.def, tc.kindSet)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("error %v, want %q", err, tc.wantErr)
@@ -48,8 +54,8 @@ func TestParseJobRef(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ParseJobRef (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, ref{got.Kind.Kind(), got.Name}); diff != "" {
+				t.Errorf("parseRef (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -74,30 +80,6 @@ func replicaPod(job, name, rtype, index string, phase corev1.PodPhase, res corev
 	return p
 }
 
-func TestReplicaOf(t *testing.T) {
-	elastic := replicaPod("pj", "p", "worker", "", corev1.PodRunning, corev1.ResourceRequirements{})
-	elastic.Labels["batch.kubernetes.io/job-completion-index"] = "2"
-	cases := []struct {
-		name      string
-		pod       *corev1.Pod
-		want      string
-		wantOrder int
-		wantOK    bool
-	}{
-		{"master", replicaPod("pj", "p", "master", "0", "", corev1.ResourceRequirements{}), "master-0", 0, true},
-		{"worker after the master", replicaPod("pj", "p", "worker", "3", "", corev1.ResourceRequirements{}), "worker-3", 1<<20 + 3, true},
-		{"an earlier elastic worker: the completion index", elastic, "worker-2", 1<<20 + 2, true},
-		{"no replica type", &corev1.Pod{}, "", 0, false},
-		{"no index", replicaPod("pj", "p", "worker", "", "", corev1.ResourceRequirements{}), "", 0, false},
-	}
-	for _, tc := range cases {
-		name, order, ok := ReplicaOf(tc.pod)
-		if name != tc.want || order != tc.wantOrder || ok != tc.wantOK {
-			t.Errorf("%s: ReplicaOf = %q, %d, %v; want %q, %d, %v", tc.name, name, order, ok, tc.want, tc.wantOrder, tc.wantOK)
-		}
-	}
-}
-
 func jobCond(typ kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) kubeflowv1.JobCondition {
 	return kubeflowv1.JobCondition{Type: typ, Status: status, Reason: reason, Message: msg}
 }
@@ -111,58 +93,6 @@ func pyTorchJob(name string, workers int32, conds ...kubeflowv1.JobCondition) *k
 			kubeflowv1.PyTorchJobReplicaTypeMaster: {},
 		}},
 		Status: kubeflowv1.JobStatus{Conditions: conds},
-	}
-}
-
-func TestNewPyTorchJob(t *testing.T) {
-	created := jobCond(kubeflowv1.JobCreated, corev1.ConditionTrue, "PyTorchJobCreated", "PyTorchJob pj is created.")
-	running := jobCond(kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "PyTorchJob pj is running.")
-	type view struct{ Status, Reason string }
-	cases := []struct {
-		name  string
-		conds []kubeflowv1.JobCondition
-		want  view
-	}{
-		{name: "no conditions yet", want: view{}},
-		{name: "created", conds: []kubeflowv1.JobCondition{created}, want: view{"Created", "PyTorchJobCreated"}},
-		{name: "running", conds: []kubeflowv1.JobCondition{created, running}, want: view{"Running", "PyTorchJobRunning"}},
-		{name: "resumed: Suspended=False is last, the job runs", conds: []kubeflowv1.JobCondition{created, running,
-			jobCond(kubeflowv1.JobSuspended, corev1.ConditionFalse, "PyTorchJobResumed", "")}, want: view{"Running", "PyTorchJobRunning"}},
-		{name: "suspended", conds: []kubeflowv1.JobCondition{created, jobCond(kubeflowv1.JobSuspended, corev1.ConditionTrue, "PyTorchJobSuspended", "")},
-			want: view{"Suspended", "PyTorchJobSuspended"}},
-		{name: "succeeded, Running False", conds: []kubeflowv1.JobCondition{created, jobCond(kubeflowv1.JobRunning, corev1.ConditionFalse, "PyTorchJobRunning", ""),
-			jobCond(kubeflowv1.JobSucceeded, corev1.ConditionTrue, "PyTorchJobSucceeded", "")}, want: view{"Succeeded", "PyTorchJobSucceeded"}},
-		{name: "failed", conds: []kubeflowv1.JobCondition{created, running, jobCond(kubeflowv1.JobFailed, corev1.ConditionTrue, "PyTorchJobFailed", "")},
-			want: view{"Failed", "PyTorchJobFailed"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			j := NewPyTorchJob(pyTorchJob("pj", 2, tc.conds...), nil)
-			if diff := cmp.Diff(tc.want, view{j.Status, j.Reason}); diff != "" {
-				t.Errorf("status (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]Replicas{{"Master", 1}, {"Worker", 2}}, j.Replicas); diff != "" {
-				t.Errorf("replicas (-want +got):\n%s", diff)
-			}
-		})
-	}
-
-	// Steps: the replicas in v1's order, devices from the pytorch container.
-	failed := replicaPod("pj", "pj-worker-10-0-c", "worker", "10", corev1.PodFailed, corev1.ResourceRequirements{})
-	failed.Status.ContainerStatuses[0].State.Terminated.Message = "OOM\n"
-	pods := []corev1.Pod{*failed,
-		*replicaPod("pj", "pj-worker-1-0-b", "worker", "1", corev1.PodRunning, limits("cpu", "2")),
-		*replicaPod("pj", "pj-master-0-a", "master", "0", corev1.PodRunning, limits("nvidia.com/gpu", "1")),
-		*replicaPod("pj", "pj-worker-0-0-z", "worker", "0", "", corev1.ResourceRequirements{}),
-	}
-	want := []Step{
-		{Name: "master-0", Status: "Running", Pod: "pj-master-0-a", Device: "gpu", DeviceCount: "1"},
-		{Name: "worker-0", Status: Unknown, Pod: "pj-worker-0-0-z", Device: Unknown, DeviceCount: Unknown},
-		{Name: "worker-1", Status: "Running", Pod: "pj-worker-1-0-b", Device: "cpu", DeviceCount: "2"},
-		{Name: "worker-10", Status: "Failed", Pod: "pj-worker-10-0-c", Device: Unknown, DeviceCount: Unknown, Message: "OOM"},
-	}
-	if diff := cmp.Diff(want, NewPyTorchJob(pyTorchJob("pj", 11), pods).Steps); diff != "" {
-		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 }
 
@@ -219,7 +149,7 @@ mnist   Master 1, Worker 2  Running    PyTorchJobRunning    -
 		t.Errorf("get --kind pytorchjob: exit %d, stdout (-want +got):\n%s", code, diff)
 	}
 	code, out, _ = f.run("get", "pytorchjob/done", "-o", "json")
-	var got PyTorchJob
+	var got pytorchjob.Job
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("-o json: exit %d, %v\n%s", code, err, out)
 	}
@@ -349,7 +279,7 @@ func TestPyTorchJobCommandErrors(t *testing.T) {
 		{[]string{"logs", "pytorchjob/mnist", "--node", "1"}, ExitUsage, "--node is a TrainJob's node"},
 		{[]string{"logs", "pytorchjob/mnist", "--step", "node-1x"}, ExitUsage, `--step "node-1x": a PyTorchJob's replica is master-0 or worker-N`},
 		{[]string{"logs", "pytorchjob/nope"}, ExitFailed, "reading PyTorchJob ns/nope"},
-		{[]string{"events", "pytorchjob/mnist"}, ExitUsage, "kubectl events --for pytorchjob/mnist"},
+		{[]string{"events", "pytorchjob/nope"}, ExitFailed, "reading PyTorchJob ns/nope"},
 		{[]string{"delete", "pytorchjob/nope"}, ExitFailed, "deleting PyTorchJob ns/nope"},
 	}
 	for _, tc := range cases {

@@ -93,7 +93,7 @@ func completionCommand() *cobra.Command {
 		Long: `Print the shell completion script for bash, zsh, fish or powershell.
 
 Loaded in a shell, it completes the commands and flags of trainyard, and the
-names of the current namespace's TrainJobs, PyTorchJobs and runtimes, which it
+names of the current namespace's jobs (of every kind) and runtimes, which it
 asks the cluster for (with the connection flags already on the line). bash
 needs the bash-completion package.
 

@@ -143,7 +143,7 @@ func TestKubectlPluginNames(t *testing.T) {
 		return string(out)
 	}
 	help := runAs("kubectl-trainyard", "get", "--help")
-	for _, want := range []string{"Usage:\n  kubectl trainyard get [NAME", "\n  kubectl trainyard get --kind pytorchjob\n", `Use "kubectl trainyard options"`} {
+	for _, want := range []string{"Usage:\n  kubectl trainyard get [[KIND/]NAME", "\n  kubectl trainyard get --kind pytorchjob\n", `Use "kubectl trainyard options"`} {
 		if !strings.Contains(help, want) {
 			t.Errorf("kubectl-trainyard get --help lacks %q:\n%s", want, help)
 		}

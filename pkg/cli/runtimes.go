@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/cli/view"
 	"github.com/trainyard/trainyard/pkg/runtime"
 )
 
@@ -68,7 +69,7 @@ func NewRuntime(kind, namespace, name string, labels map[string]string, spec tra
 	if mp != nil && mp.Torch != nil && mp.Torch.NumProcPerNode != nil && mp.Torch.NumProcPerNode.Type == intstr.Int {
 		rt.DeviceCount = strconv.Itoa(int(mp.Torch.NumProcPerNode.IntVal))
 	}
-	rt.DeviceCount = timesNodes(rt.DeviceCount, rt.NumNodes)
+	rt.DeviceCount = view.TimesNodes(rt.DeviceCount, rt.NumNodes)
 	return rt
 }
 
@@ -141,27 +142,4 @@ func GetRuntime(ctx context.Context, c client.Client, namespace, name string) (R
 // missingOrForbidden: the object (or its kind) does not exist, or RBAC hides it.
 func missingOrForbidden(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apimeta.IsNoMatchError(err)
-}
-
-// runtimeOf reads the runtime a TrainJob refers to; nil when it is gone or of an
-// unsupported kind (a job outlives its runtime).
-func runtimeOf(ctx context.Context, c client.Client, job *trainer.TrainJob) *Runtime {
-	kind, err := runtime.RefKind(job.Spec.RuntimeRef)
-	if err != nil {
-		return nil
-	}
-	if kind == trainer.TrainingRuntimeKind {
-		var rt trainer.TrainingRuntime
-		if c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Spec.RuntimeRef.Name}, &rt) != nil {
-			return nil
-		}
-		r := NewRuntime(kind, rt.Namespace, rt.Name, rt.Labels, rt.Spec)
-		return &r
-	}
-	var crt trainer.ClusterTrainingRuntime
-	if c.Get(ctx, client.ObjectKey{Name: job.Spec.RuntimeRef.Name}, &crt) != nil {
-		return nil
-	}
-	r := NewRuntime(kind, "", crt.Name, crt.Labels, crt.Spec)
-	return &r
 }

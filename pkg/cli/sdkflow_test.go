@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
 
 // `runtimes NAME` shows one runtime as GetRuntime finds it: the namespace's
@@ -103,7 +104,7 @@ func TestGetRuntimeFilter(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			var jobs []Job
+			var jobs []trainjob.Job
 			if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -124,7 +125,7 @@ func TestGetRuntimeFilter(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "gamma") || strings.Contains(out, "alpha") {
 		t.Errorf("get --runtime torch-gpu: exit %d:\n%s", code, out)
 	}
-	if code, _, errOut = f.run("get", "alpha", "--runtime", "x"); code != ExitUsage || !strings.Contains(errOut, "does not go with a TrainJob name") {
+	if code, _, errOut = f.run("get", "alpha", "--runtime", "x"); code != ExitUsage || !strings.Contains(errOut, "does not go with a job name") {
 		t.Errorf("get NAME --runtime: exit %d: %s", code, errOut)
 	}
 }
@@ -142,7 +143,7 @@ func TestParseStatuses(t *testing.T) {
 		{in: " , ", wantErr: "no status"},
 	}
 	for _, tc := range cases {
-		got, err := ParseStatuses(tc.in)
+		got, err := parseStatuses(tc.in, trainjob.Statuses)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: error %v, want %q", tc.in, err, tc.wantErr)
@@ -286,7 +287,7 @@ func TestEventsCommand(t *testing.T) {
 	if code != 0 || out != "" || !strings.Contains(errOut, "no events of TrainJob quiet in namespace ns") {
 		t.Errorf("events quiet: exit %d, %q, %q", code, out, errOut)
 	}
-	if code, _, errOut = f.run("events"); code != ExitUsage || !strings.Contains(errOut, "one TrainJob name") {
+	if code, _, errOut = f.run("events"); code != ExitUsage || !strings.Contains(errOut, "one job name") {
 		t.Errorf("events without a name: exit %d: %s", code, errOut)
 	}
 }
@@ -313,7 +314,7 @@ func TestInitializerSteps(t *testing.T) {
 	js.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorDatasetInitializer}
 	js.Spec.ReplicatedJobs[1].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorModelInitializer}
 	js.Spec.ReplicatedJobs[2].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
-	if diff := cmp.Diff(map[string]string{"fetch-data": "dataset-initializer", "get-model": "model-initializer"}, InitializerSteps(js)); diff != "" {
+	if diff := cmp.Diff(map[string]string{"fetch-data": "dataset-initializer", "get-model": "model-initializer"}, trainjob.InitializerSteps(js)); diff != "" {
 		t.Errorf("InitializerSteps (-want +got):\n%s", diff)
 	}
 	f := newFakeCluster(t, append(catalog(), trainJob("alpha", trainer.TrainJobStatus{Phase: "Running"}), js,
@@ -328,7 +329,7 @@ func TestInitializerSteps(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var job Job
+	var job trainjob.Job
 	if err := json.Unmarshal([]byte(out), &job); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestInitializerSteps(t *testing.T) {
 	}
 	// The list reads the JobSets too.
 	code, out, _ = f.run("get", "-o", "json")
-	var jobs []Job
+	var jobs []trainjob.Job
 	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 2 || len(jobs[0].Steps) != 3 || len(jobs[1].Steps) != 1 ||
 		jobs[1].Steps[0].Name != "dataset-initializer" {
 		t.Errorf("get -o json: exit %d:\n%s", code, out)

@@ -1,9 +1,11 @@
-// Package controller lists Trainyard's job kinds and wires them into the
-// manager. Every kind runs on the one generic reconciler of
-// pkg/controller/jobframework, behind a small adapter in a package of its own
-// (pkg/controller/trainjob, pkg/controller/pytorchjobcontroller) that also
-// implements jobframework.Kind: its types, settings, controller, webhooks and
-// metrics. What a kind's jobs create is the plan its runtime plugins build.
+// Package controller lists Trainyard's job kinds (Kinds) and wires them into
+// the manager. Every kind runs on the one generic reconciler of
+// pkg/controller/jobframework, from a package of its own
+// (pkg/controller/trainjob, pkg/controller/pytorchjob) that implements
+// jobframework.Kind and holds everything of the kind: its types' scheme,
+// settings, adapter, admission, metrics, CLI view and Helm value. What a
+// kind's jobs create is the plan its runtime plugins build. This is the only
+// package that imports the kinds (TestOnlyTheListImportsKinds).
 package controller
 
 import (
@@ -16,17 +18,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
 
 // Kinds returns the manager's job kinds, in the order they are set up: a new
-// kind is one line here. tj is the TrainJob kind, which the manager also
-// configures beyond its flags (the cluster's DNS domain, the status server).
-func Kinds(tj *trainjob.Kind) []jobframework.Kind {
+// kind is one line here. What every kind may need beyond its own flags (the
+// cluster's DNS domain, the status server's URL) is on the
+// jobframework.Manager they are set up with.
+func Kinds() []jobframework.Kind {
 	return []jobframework.Kind{
-		tj,
-		pytorchjobcontroller.NewKind(),
+		trainjob.NewKind(),
+		pytorchjob.NewKind(),
 	}
 }
 
@@ -42,7 +45,7 @@ func ClientOptions() client.Options {
 // Trainyard's own kinds (enabled or not) and extra ones (those of test-only
 // kinds or plugins); see CacheOptionsFor.
 func CacheOptions(cfg *rest.Config, scheme *k8sruntime.Scheme, extra ...client.Object) (cache.Options, error) {
-	kinds := Kinds(trainjob.NewKind())
+	kinds := Kinds()
 	var owned []client.Object
 	for _, k := range kinds {
 		owned = append(owned, k.Owned()...)

@@ -13,13 +13,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
 
 func TestKinds(t *testing.T) {
 	var names []string
-	for _, k := range Kinds(trainjob.NewKind()) {
+	for _, k := range Kinds() {
 		names = append(names, k.Name())
 	}
 	if diff := cmp.Diff([]string{"trainjob", "pytorchjob"}, names); diff != "" {

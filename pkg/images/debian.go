@@ -69,7 +69,7 @@ func (d debian) base(ctx context.Context) (rootfs, error) {
 		return r, nil
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return r, errors.New("debootstrap is not installed: apt-get install debootstrap (test/tools/debian-packages.sh)")
+		return r, errors.New("debootstrap is not installed: apt-get install debootstrap (pkg/localcluster/packages/debian-packages.sh)")
 	}
 	debs := filepath.Join(d.cache, "debs")
 	tmp := r.dir + ".tmp"

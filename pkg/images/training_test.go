@@ -65,7 +65,7 @@ var fashionMNIST = map[string]int64{
 func TestTrainingImages(t *testing.T) {
 	prereq.Require(t, os.Geteuid() == 0, "building the training images needs root (debootstrap, chroot, overlayfs)")
 	_, err := exec.LookPath("debootstrap")
-	prereq.Require(t, err == nil, "debootstrap is not installed: run test/tools/debian-packages.sh (apt-get install debootstrap)")
+	prereq.Require(t, err == nil, "debootstrap is not installed: run pkg/localcluster/packages/debian-packages.sh (apt-get install debootstrap)")
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	opts := trainingOptions(t)

@@ -47,11 +47,9 @@ const (
 	ClusterDNS = "10.0.0.10"
 	// Containerd and Kubelet are the component names of node i's processes:
 	// logs/containerd-<i>.log and logs/kubelet-<i>.log.
-	Containerd = "containerd"
-	Kubelet    = "kubelet"
-	// ContainerNodePackagesScript installs what the container nodes need.
-	ContainerNodePackagesScript = "test/tools/container-node-packages.sh"
-	containerNodeFmt            = "container-node-%d"
+	Containerd       = "containerd"
+	Kubelet          = "kubelet"
+	containerNodeFmt = "container-node-%d"
 )
 
 // ContainerNodeName is the Node name of container node i.

@@ -60,7 +60,7 @@ func coschedulingBinaries(o Options) []string {
 // runs a controller for each, and fails without either CRD) and writes the
 // scheduler's configuration.
 func (c *Cluster) prepareCoscheduling(ctx context.Context) error {
-	dir, err := moduleDir(ctx, filepath.Join(c.o.RepoDir, "test", "tools", "scheduler-plugins"), schedulerPluginsModule)
+	dir, err := moduleDir(ctx, c.bin(CoschedulingScheduler), schedulerPluginsModule)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -20,23 +22,66 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// moduleDir returns the directory of module mod (e.g. sigs.k8s.io/kueue) in the
-// module cache, at the version the given Go module (a directory holding go.mod)
-// requires, downloading it if needed.
-func moduleDir(ctx context.Context, goModDir, mod string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
-	cmd.Dir = goModDir
+// moduleDir returns the directory, in the module cache, of module mod (e.g.
+// sigs.k8s.io/kueue) at the version the binary bin was built with (its build
+// information: the main module or a dependency), downloading it if needed. The
+// CRDs, webhooks and kwok stages the cluster installs come from there, so that
+// they always match the binaries that run, and nothing is read from where the
+// binaries were built (test/tools).
+func moduleDir(ctx context.Context, bin, mod string) (string, error) {
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "", fmt.Errorf("reading the build information of %s: %w", bin, err)
+	}
+	path, version, dir := moduleVersion(bi, mod)
+	switch {
+	case dir != "":
+		return dir, nil
+	case version == "":
+		return "", fmt.Errorf("%s was not built from a released %s", bin, mod)
+	}
+	return downloadModule(ctx, path, version)
+}
+
+// moduleVersion finds module mod in a binary's build information (its main
+// module or a dependency): the module and version it was built from (a
+// replacement's, when replaced), or the directory a replacement names.
+// version is empty when the binary has no released mod.
+func moduleVersion(bi *debug.BuildInfo, mod string) (path, version, dir string) {
+	for _, m := range append([]*debug.Module{&bi.Main}, bi.Deps...) {
+		if m == nil || m.Path != mod {
+			continue
+		}
+		path, version = m.Path, m.Version
+		if r := m.Replace; r != nil {
+			if r.Version == "" {
+				return "", "", r.Path
+			}
+			path, version = r.Path, r.Version
+		}
+	}
+	if version == "(devel)" {
+		version = ""
+	}
+	return path, version, ""
+}
+
+// downloadModule is the module cache's directory of mod@version, downloaded
+// if needed.
+func downloadModule(ctx context.Context, mod, version string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod+"@"+version)
+	cmd.Dir = os.TempDir() // outside any module: the version is given
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go mod download %s (in %s): %w: %s", mod, goModDir, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("go mod download %s@%s: %w: %s", mod, version, err, strings.TrimSpace(stderr.String()))
 	}
 	var info struct{ Dir, Version, Error string }
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", mod, err)
+		return "", fmt.Errorf("go mod download %s@%s: %w", mod, version, err)
 	}
 	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s (in %s): %s", mod, goModDir, info.Error)
+		return "", fmt.Errorf("go mod download %s@%s: %s", mod, version, info.Error)
 	}
 	return info.Dir, nil
 }

@@ -40,7 +40,7 @@ type Options struct {
 	// (containernode_storage.go). They need bin/k8s/kubelet, kube-proxy,
 	// coredns and provisioner (test/tools/build.sh bin/k8s kubelet
 	// kube-proxy coredns provisioner) and the packages of
-	// test/tools/container-node-packages.sh. Default 0.
+	// pkg/localcluster/packages/container-node-packages.sh (InstallContainerNodePackages). Default 0.
 	ContainerNodes int
 	// ProcessNodeBinary is the process node agent; default RepoDir/bin/trainyard-node.
 	ProcessNodeBinary string

@@ -36,8 +36,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	if len(missing) > 0 {
 		fix := "run `make cluster-tools`"
+		if o.GangScheduler != "" {
+			fix = "run `make cluster-tools GANG_SCHEDULER=" + o.GangScheduler + "`"
+		}
 		if o.ContainerNodes > 0 {
-			fix += "; for the container nodes `test/tools/build.sh bin/k8s kubelet kube-proxy coredns provisioner`"
+			fix += "; for the container nodes `make container-node-tools`"
 		}
 		return nil, fmt.Errorf("cluster: missing binaries (%s): %s", fix, strings.Join(missing, ", "))
 	}
@@ -275,20 +278,18 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 // prepare resolves the module directories and renders every manifest and
 // configuration file Up needs; it needs no running component.
 func (c *Cluster) prepare(ctx context.Context) error {
-	// The tool modules the binaries are built from (test/tools/README.md):
-	// JobSet and kwok share the cluster module, Kueue has its own.
-	tools := filepath.Join(c.o.RepoDir, "test", "tools")
+	// The modules the binaries are built from, at their versions.
 	var err error
 	if !c.o.NoKueue {
-		if c.kueueDir, err = moduleDir(ctx, filepath.Join(tools, "kueue"), "sigs.k8s.io/kueue"); err != nil {
+		if c.kueueDir, err = moduleDir(ctx, c.bin("kueue-controller"), "sigs.k8s.io/kueue"); err != nil {
 			return err
 		}
 	}
-	if c.jobsetDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/jobset"); err != nil {
+	if c.jobsetDir, err = moduleDir(ctx, c.bin("jobset-controller"), "sigs.k8s.io/jobset"); err != nil {
 		return err
 	}
 	if c.o.kwokNodes() > 0 {
-		if c.kwokDir, err = moduleDir(ctx, filepath.Join(tools, "cluster"), "sigs.k8s.io/kwok"); err != nil {
+		if c.kwokDir, err = moduleDir(ctx, c.bin("kwok"), "sigs.k8s.io/kwok"); err != nil {
 			return err
 		}
 	}

@@ -68,11 +68,11 @@ func volcanoBinaries(o Options) []string {
 	return []string{filepath.Join(o.BinDir, VolcanoScheduler), filepath.Join(o.BinDir, VolcanoControllers)}
 }
 
-// prepareVolcano reads Volcano's CRDs from the tool module the binaries are
-// built from (so they always match) and writes the scheduler configuration.
+// prepareVolcano reads Volcano's CRDs from the module the binaries are built
+// from (so they always match) and writes the scheduler configuration.
 // It runs after renderCRDs.
 func (c *Cluster) prepareVolcano(ctx context.Context) error {
-	dir, err := moduleDir(ctx, filepath.Join(c.o.RepoDir, "test", "tools", "volcano"), "volcano.sh/volcano")
+	dir, err := moduleDir(ctx, c.bin(VolcanoScheduler), "volcano.sh/volcano")
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -117,12 +116,13 @@ func TrainerContainer(spec *jobsetv1alpha2.JobSetSpec) *corev1.Container {
 	return nil
 }
 
-// NewInfo builds the working copy for a TrainJob from a runtime: the template is
-// deep-copied, the TrainJob's overrides (v2.1 labels/annotations and
-// podTemplateOverrides, v2.3 runtimePatches, normalised into one list) are applied,
-// then the trainer fields (the initializer plugin handles spec.initializer). Errors carry the TrainJob field path
-// that caused them.
-func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
+// NewInfo builds the working copy for a request from a runtime: the template
+// is deep-copied, the request's overrides (for a TrainJob: v2.1
+// labels/annotations and podTemplateOverrides, v2.3 runtimePatches,
+// normalised into one list) are applied, then the trainer fields (the
+// initializer plugin handles the initializers). Errors carry the path of the
+// job's field that caused them.
+func NewInfo(req *Request, rt *Runtime) (*Info, error) {
 	tmpl := rt.Spec.Template.DeepCopy()
 	info := &Info{
 		Runtime:     rt,
@@ -130,7 +130,7 @@ func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
 		Annotations: maps.Clone(tmpl.Annotations),
 		Spec:        tmpl.Spec,
 	}
-	for _, p := range NormalizePatches(job) {
+	for _, p := range req.Patches {
 		if err := info.ApplyPatch(p); err != nil {
 			return nil, err
 		}
@@ -141,11 +141,11 @@ func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
 	if mp := rt.Spec.MLPolicy; mp != nil && mp.NumNodes != nil {
 		info.NumNodes = *mp.NumNodes
 	}
-	if t := job.Spec.Trainer; t != nil {
+	if t := req.Trainer; t != nil {
 		if t.NumNodes != nil {
 			info.NumNodes = *t.NumNodes
 		}
-		if err := info.applyTrainer(t); err != nil {
+		if err := info.applyTrainer(req.Paths.Trainer, t); err != nil {
 			return nil, err
 		}
 	}
@@ -154,13 +154,13 @@ func NewInfo(job *trainer.TrainJob, rt *Runtime) (*Info, error) {
 
 // applyTrainer puts spec.trainer's image, command, args and env on the trainer's
 // node container. Resources and node counts are left to the plugins.
-func (i *Info) applyTrainer(t *trainer.Trainer) error {
+func (i *Info) applyTrainer(path *field.Path, t *trainer.Trainer) error {
 	if t.Image == nil && t.Command == nil && t.Args == nil && len(t.Env) == 0 {
 		return nil
 	}
 	c := i.TrainerContainer()
 	if c == nil {
-		return field.Invalid(field.NewPath("spec", "trainer"), "",
+		return field.Invalid(path, "",
 			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s with a %q container",
 				i.Runtime.Kind, i.Runtime.Name, trainer.AncestorLabel, trainer.AncestorTrainer, trainer.NodeContainer))
 	}
@@ -228,6 +228,3 @@ func UpsertPort(c *corev1.Container, port corev1.ContainerPort) {
 	}
 	c.Ports = append(c.Ports, port)
 }
-
-// Suspended reports whether a TrainJob asks to be suspended.
-func Suspended(job *trainer.TrainJob) bool { return ptr.Deref(job.Spec.Suspend, false) }

@@ -10,7 +10,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var env = rtt.Env
@@ -96,7 +96,7 @@ func TestNewInfoTrainer(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("NewInfo error (-want +got):\n%s", diff)
 			}
@@ -126,7 +126,7 @@ func TestNewInfoIsACopy(t *testing.T) {
 	job := rtt.MakeTrainJob("ns", "job").Env(env("U", "1")).DatasetInitializer("hf://x", "s", env("D", "1")).Obj()
 	rtBefore, jobBefore := rt.Spec.DeepCopy(), job.DeepCopy()
 
-	info, err := runtime.NewInfo(job, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestNewInfoIsACopy(t *testing.T) {
 
 func TestInfoAccessors(t *testing.T) {
 	rt := initRuntime().Container("node", rtt.MakeContainer("sidecar", "s:1")).Obj()
-	info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestInfoAccessors(t *testing.T) {
 		})
 	}
 
-	noTrainer, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(),
+	noTrainer, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()),
 		rtt.MakeRuntime("TrainingRuntime", "x").ReplicatedJobs(rtt.MakeReplicatedJob("main", "", rtt.MakeContainer("node", "x"))).Obj())
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestNewInfoMetadata(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +329,7 @@ func TestPriorityClassName(t *testing.T) {
 			for rjob, pc := range tc.priority {
 				w.PodSpec(rjob, func(ps *corev1.PodSpec) { ps.PriorityClassName = pc })
 			}
-			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), w.Obj())
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), w.Obj())
 			if err != nil {
 				t.Fatal(err)
 			}

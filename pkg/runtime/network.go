@@ -1,10 +1,6 @@
 package runtime
 
-import (
-	"fmt"
-
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-)
+import "fmt"
 
 // DefaultClusterDomain is the DNS domain of most clusters (the kubelet's
 // --cluster-domain, cluster DNS's zone).
@@ -12,11 +8,11 @@ const DefaultClusterDomain = "cluster.local"
 
 // Subdomain is the DNS subdomain under which JobSet publishes a job's pods:
 // the runtime's network.subdomain, else the JobSet's name (the job's).
-func (i *Info) Subdomain(job *trainer.TrainJob) string {
+func (i *Info) Subdomain(req *Request) string {
 	if n := i.Spec.Network; n != nil && n.Subdomain != "" {
 		return n.Subdomain
 	}
-	return job.Name
+	return req.Name
 }
 
 // MasterAddr is the DNS name of the trainer job's first pod, where every
@@ -24,6 +20,6 @@ func (i *Info) Subdomain(job *trainer.TrainJob) string {
 // tracker) listens: JobSet names pods
 // <jobset>-<replicated job>-<job index>-<pod index> and publishes them under
 // Subdomain.
-func (i *Info) MasterAddr(job *trainer.TrainJob) string {
-	return fmt.Sprintf("%s-%s-0-0.%s", job.Name, i.TrainerJob, i.Subdomain(job))
+func (i *Info) MasterAddr(req *Request) string {
+	return fmt.Sprintf("%s-%s-0-0.%s", req.Name, i.TrainerJob, i.Subdomain(req))
 }

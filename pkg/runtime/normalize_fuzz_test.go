@@ -133,8 +133,8 @@ func FuzzV21V23Agree(f *testing.F) {
 			}
 		}
 
-		p21, err21 := fw.Build(v21, rt)
-		p23, err23 := fw.Build(v23, rt)
+		p21, err21 := fw.Build(runtime.TrainJobRequest(v21), rt)
+		p23, err23 := fw.Build(runtime.TrainJobRequest(v23), rt)
 		if (err21 == nil) != (err23 == nil) {
 			t.Fatalf("v2.1 error %v, v2.3 error %v", err21, err23)
 		}
@@ -157,13 +157,13 @@ func TestFuzzOverridesThatBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := fw.Build(equivBase().Obj(), rt)
+	plain, err := fw.Build(runtime.TrainJobRequest(equivBase().Obj()), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range fuzzOverridesThatBuild {
 		v21, _ := o.jobs()
-		p, err := fw.Build(v21, rt)
+		p, err := fw.Build(runtime.TrainJobRequest(v21), rt)
 		if err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // ---------------------------------------------------------------------------
@@ -188,7 +188,7 @@ func TestPatchPrecedence(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
@@ -442,7 +442,7 @@ func runApplyPatchCases(t *testing.T, cases map[string]applyPatchCase) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			rt := patchRuntime()
-			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -585,7 +585,7 @@ func TestApplyPatchNotFound(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := runtime.NewInfo(tc.job, rt)
+			_, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), rt)
 			if diff := cmp.Diff([]rtt.FieldErr{tc.want}, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("NewInfo error (-want +got):\n%s", diff)
 			}
@@ -598,7 +598,7 @@ func TestApplyPatchNotFound(t *testing.T) {
 			}
 
 			// The pipeline reports the same error as an InvalidError.
-			_, err = fw.Build(tc.job, rt)
+			_, err = fw.Build(runtime.TrainJobRequest(tc.job), rt)
 			if !framework.IsInvalid(err) {
 				t.Fatalf("Build error = %v, want an InvalidError", err)
 			}
@@ -606,7 +606,7 @@ func TestApplyPatchNotFound(t *testing.T) {
 				t.Errorf("Build error (-want +got):\n%s", diff)
 			}
 			// And Validate as a field error list.
-			if diff := cmp.Diff([]rtt.FieldErr{tc.want}, rtt.FieldErrs(fw.Validate(rt, nil, tc.job))); diff != "" {
+			if diff := cmp.Diff([]rtt.FieldErr{tc.want}, rtt.FieldErrs(fw.Validate(rt, runtime.TrainJobRequest(tc.job)))); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
 		})
@@ -772,7 +772,7 @@ func buildJobSet(t *testing.T, job *trainer.TrainJob, rt *runtime.Runtime) *jobs
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := fw.Build(job, rt)
+	built, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -927,7 +927,7 @@ func TestBuildDoesNotMutateInputs(t *testing.T) {
 			jobBefore, rtBefore := tc.job.DeepCopy(), *tc.rt
 			rtBefore.Spec = *tc.rt.Spec.DeepCopy()
 
-			built, err := fw.Build(tc.job, tc.rt)
+			built, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			first := built.Objects()
 			if err != nil {
 				t.Fatalf("Build: %v", err)
@@ -967,12 +967,12 @@ func TestBuildDoesNotMutateInputs(t *testing.T) {
 				t.Errorf("the JobSet aliases the runtime (-before +after):\n%s", diff)
 			}
 
-			built2, err := fw.Build(tc.job, tc.rt)
+			built2, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			second := built2.Objects()
 			if err != nil {
 				t.Fatalf("second Build: %v", err)
 			}
-			built3, err := fw.Build(jobBefore, &rtBefore)
+			built3, err := fw.Build(runtime.TrainJobRequest(jobBefore), &rtBefore)
 			third := built3.Objects()
 			if err != nil {
 				t.Fatalf("third Build: %v", err)

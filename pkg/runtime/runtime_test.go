@@ -13,7 +13,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func TestRefKind(t *testing.T) {
@@ -205,27 +205,7 @@ func TestFromRuntimeObjects(t *testing.T) {
 	}
 }
 
-func TestSuspended(t *testing.T) {
-	cases := map[string]struct {
-		suspend *bool
-		want    bool
-	}{
-		"unset": {want: false},
-		"false": {suspend: ptr.To(false), want: false},
-		"true":  {suspend: ptr.To(true), want: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			job := rtt.MakeTrainJob("ns", "job").Obj()
-			job.Spec.Suspend = tc.suspend
-			if got := runtime.Suspended(job); got != tc.want {
-				t.Errorf("Suspended = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// The shipped runtime and its Go twin in pkg/runtime/testing must not drift.
+// The shipped runtime and its Go twin in test/util/rtt must not drift.
 func TestShippedTorchDistributedRuntime(t *testing.T) {
 	got, err := rtt.TorchDistributedRuntime()
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rttesting "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rttesting "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // Seeds: one valid TrainJob per shape, and the bad inputs of the admission table
@@ -69,13 +70,13 @@ func FuzzValidateTrainJob(f *testing.F) {
 			same(t, what, errorStrings(validate()), errorStrings(validate()))
 		}
 		check("ValidateTrainJob on create", func() field.ErrorList { return ValidateTrainJob(nil, &job) })
-		check("ValidateAgainstRuntime on create", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, nil, &job) })
+		check("ValidateAgainstRuntime on create", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, &job) })
 		if json.Unmarshal(oldJSON, &old) == nil {
 			check("ValidateTrainJob on update", func() field.ErrorList { return ValidateTrainJob(&old, &job) })
-			check("ValidateAgainstRuntime on update", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, &old, &job) })
+			check("ValidateAgainstRuntime on update", func() field.ErrorList { return ValidateAgainstRuntime(fw, rt, &job) })
 		}
-		first, err1 := fw.Build(&job, rt)
-		second, err2 := fw.Build(&job, rt)
+		first, err1 := fw.Build(runtime.TrainJobRequest(&job), rt)
+		second, err2 := fw.Build(runtime.TrainJobRequest(&job), rt)
 		same(t, "Build's error", fmt.Sprint(err1), fmt.Sprint(err2))
 		same(t, "Build's objects", first.Objects(), second.Objects())
 		same(t, "the TrainJob after validation and Build", before, &job)

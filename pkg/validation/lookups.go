@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 )
 
@@ -18,8 +17,8 @@ import (
 // PriorityClass exists. The admission webhook runs it, and so does the
 // controller before a job's first JobSet, so that the same field error shows
 // in status when the webhook is not installed.
-func ValidateLookups(ctx context.Context, r client.Reader, job *trainer.TrainJob, rt *runtime.Runtime) field.ErrorList {
-	info, err := runtime.NewInfo(job, rt)
+func ValidateLookups(ctx context.Context, r client.Reader, req *runtime.Request, rt *runtime.Runtime) field.ErrorList {
+	info, err := runtime.NewInfo(req, rt)
 	if err != nil {
 		return nil // the pure validation reports it
 	}

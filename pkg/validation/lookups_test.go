@@ -16,8 +16,8 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/validation"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // volcanoRuntime is a torch runtime with a side job and a trainer, under
@@ -64,7 +64,7 @@ func TestValidateLookupsPriorityClass(t *testing.T) {
 			if tc.reads != nil {
 				b = b.WithInterceptorFuncs(*tc.reads)
 			}
-			errs := validation.ValidateLookups(context.Background(), b.Build(), rtt.MakeTrainJob("ns", "job").Obj(), volcanoRuntime(tc.policy, tc.priority))
+			errs := validation.ValidateLookups(context.Background(), b.Build(), runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), volcanoRuntime(tc.policy, tc.priority))
 			if diff := cmp.Diff(tc.want, rtt.FieldErrDetails(errs)); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}

@@ -156,8 +156,8 @@ func stripTimes(ps []trainer.RuntimePatch) []trainer.RuntimePatch {
 // every plugin's validation (overrides naming replicated jobs and containers
 // that exist, pod host names that fit in a DNS label, ML policies some plugin
 // runs, ...).
-func ValidateAgainstRuntime(fw *framework.Framework, rt *runtime.Runtime, oldJob, job *trainer.TrainJob) field.ErrorList {
-	return fw.Validate(rt, oldJob, job)
+func ValidateAgainstRuntime(fw *framework.Framework, rt *runtime.Runtime, job *trainer.TrainJob) field.ErrorList {
+	return fw.Validate(rt, runtime.TrainJobRequest(job))
 }
 
 func dedupe(errs field.ErrorList) field.ErrorList {

@@ -14,6 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// LiveOnMiss returns a reader that reads from cache and asks live only when
+// the cache says an object does not exist (see liveOnMiss).
+func LiveOnMiss(cache, live client.Reader) client.Reader {
+	return liveOnMiss{Reader: cache, live: live}
+}
+
 // liveOnMiss reads from the manager's cache and asks the API server only when
 // the cache says an object does not exist. The cache lags the API server: a
 // runtime applied together with its TrainJob (`kubectl apply -f runtime.yaml

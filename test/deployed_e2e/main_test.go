@@ -13,7 +13,7 @@
 //
 // Needs root, the local cluster binaries and the kubelet (make cluster-tools,
 // test/tools/build.sh bin/k8s kubelet), the container nodes' packages
-// (test/tools/container-node-packages.sh), bin/helm (make helm) and the
+// (pkg/localcluster/packages/container-node-packages.sh), bin/helm (make helm) and the
 // images (make images); `make e2e-deployed` provides them. Skipped
 // otherwise, and failed under CI=true (test/prereq).
 package deployed_e2e

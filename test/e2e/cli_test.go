@@ -26,6 +26,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	tycli "github.com/trainyard/trainyard/pkg/cli"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/version"
 	"github.com/trainyard/trainyard/test/e2eutil"
 )
@@ -198,7 +199,7 @@ func TestCLIWaitRunningEvents(t *testing.T) {
 		t.Errorf("get --runtime torch-distributed:\n%s", r.stdout)
 	}
 	r = mustCLI(t, ns, "get", "--runtime", "plain-ml", "-o", "json")
-	var jobs []tycli.Job
+	var jobs []trainjob.Job
 	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 || jobs[0].Name != "plain" {
 		t.Errorf("get --runtime plain-ml -o json: %v\n%s", err, r.stdout)
 	}
@@ -254,7 +255,7 @@ func TestCLITrainGetWaitDelete(t *testing.T) {
 	// get shows both nodes as steps, with the device and torchrun's process count.
 	waitFor(t, long, func() error {
 		r := runCLI(t, ns, short, "get", name, "-o", "json")
-		var j tycli.Job
+		var j trainjob.Job
 		if err := json.Unmarshal([]byte(r.stdout), &j); err != nil {
 			return fmt.Errorf("get -o json: exit %d: %v", r.code, err)
 		}

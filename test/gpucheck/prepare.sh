@@ -11,7 +11,7 @@ out=bin/gpucheck
 limit=$((64 * 1024 * 1024))
 data=/usr/share/datasets/fashion-mnist
 if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-	test/tools/debian-packages.sh
+	pkg/localcluster/packages/debian-packages.sh
 fi
 rm -rf "$out" && mkdir -p "$out/data"
 start=$(date +%s)

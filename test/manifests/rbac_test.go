@@ -20,7 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	legacy "github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/test/prereq"
 )

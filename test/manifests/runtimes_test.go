@@ -461,10 +461,10 @@ func build(t *testing.T, fw *framework.Framework, rt *trainer.ClusterTrainingRun
 	if errs := validation.ValidateTrainJob(nil, job); len(errs) > 0 {
 		t.Fatalf("ValidateTrainJob: %v", errs.ToAggregate())
 	}
-	if errs := validation.ValidateAgainstRuntime(fw, r, nil, job); len(errs) > 0 {
+	if errs := validation.ValidateAgainstRuntime(fw, r, job); len(errs) > 0 {
 		t.Fatalf("ValidateAgainstRuntime: %v", errs.ToAggregate())
 	}
-	built, err := fw.Build(job, r)
+	built, err := fw.Build(runtime.TrainJobRequest(job), r)
 	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)

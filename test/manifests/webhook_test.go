@@ -234,7 +234,7 @@ func TestGeneratedWebhooksUpToDate(t *testing.T) {
 	_, err = os.Stat(bin)
 	prereq.Requiref(t, !errors.Is(err, fs.ErrNotExist), "controller-gen not found at %s; install the pinned controller-gen (v0.20.1) there (`make generate` builds it) to check that manifests/base/webhook/manifests.yaml is up to date", bin)
 	out := t.TempDir()
-	cmd := exec.Command(bin, "webhook", "paths=./pkg/webhooks/...", "output:webhook:artifacts:config="+out)
+	cmd := exec.Command(bin, "webhook", "paths=./pkg/controller/...", "output:webhook:artifacts:config="+out)
 	cmd.Dir = repoRoot
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, b)

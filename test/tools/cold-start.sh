@@ -22,7 +22,7 @@
 #                 by /bin/true), not the tests
 #   --ref REV     the commit to clone (default HEAD; e.g. an older one to compare)
 #   --remove-debian-packages
-#                 apt-get remove the packages of test/tools/debian-packages.sh first
+#                 apt-get remove the packages of pkg/localcluster/packages/debian-packages.sh first
 #                 (python3-torch & co.: what pods of the process node use), so that
 #                 the command installs them as on a fresh machine. This changes the
 #                 machine: only where nothing else needs them meanwhile.
@@ -75,7 +75,7 @@ commit=$(git -C "$src" rev-parse --short HEAD)
 
 if $remove_deb; then
   # The list is the clone's own (what its make run installs).
-  mapfile -t pkgs < <(sed -n 's/^PACKAGES=(\(.*\))/\1/p' "$src/test/tools/debian-packages.sh" | tr ' ' '\n')
+  mapfile -t pkgs < <(sed -n 's/^PACKAGES=(\(.*\))/\1/p' "$src/pkg/localcluster/packages/debian-packages.sh" | tr ' ' '\n')
   echo "== removing the Debian packages: ${pkgs[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq "${pkgs[@]}" > "$results/apt-remove.log" 2>&1
   DEBIAN_FRONTEND=noninteractive apt-get autoremove -y -qq >> "$results/apt-remove.log" 2>&1

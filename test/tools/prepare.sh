@@ -55,8 +55,8 @@ line() { printf '  [%s] %-24s %s  %s\n' "$1" "$2" "$(elapsed)" "$3" >&2; }
 deb_log=$bin/debian-packages.log
 (
   t0=$(date +%s.%N); cpu_now; c0=$cpu
-  rc=0; "$here/debian-packages.sh" > "$deb_log" 2>&1 || rc=$?
-  if [ $rc -eq 0 ] && $container_packages; then "$here/container-node-packages.sh" >> "$deb_log" 2>&1 || rc=$?; fi
+  rc=0; "$repo/pkg/localcluster/packages/debian-packages.sh" > "$deb_log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ] && $container_packages; then "$repo/pkg/localcluster/packages/container-node-packages.sh" >> "$deb_log" 2>&1 || rc=$?; fi
   record "Debian packages" "$t0" "$c0"
   exit $rc
 ) &

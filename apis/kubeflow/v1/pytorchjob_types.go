@@ -61,6 +61,8 @@ type PyTorchJobList struct {
 	Items           []PyTorchJob `json:"items"`
 }
 
+func init() { register(&PyTorchJob{}, &PyTorchJobList{}) }
+
 // PyTorchJobSpec is the desired state of a PyTorchJob.
 type PyTorchJobSpec struct {
 	// runPolicy holds clean-up, deadline, retry and suspension policies.

@@ -40,7 +40,8 @@ type Adapter interface {
 	// by managedBy).
 	Ours(job client.Object) bool
 	// Plan returns the children the job should have now, or nil when nothing
-	// is to be synced this pass (a finished job, one past its deadline). It
+	// is to be synced this pass. It is not called for a finished job, nor
+	// for one past its deadline (Lifecycle). It
 	// reads nothing but the job and what was observed (what the kind needs
 	// besides, it reads in InputReader.ReadInputs); it writes nothing. Input
 	// the user must fix is returned as a *framework.InvalidError.
@@ -59,6 +60,10 @@ type Sync struct {
 	Result childsync.Result
 	// Err is the error of planning or syncing (nil when both went well).
 	Err error
+	// DeadlineExceeded: the job's deadline has passed (Lifecycle), so the
+	// pass planned nothing; the kind fails the job, the framework deletes
+	// its JobSet.
+	DeadlineExceeded bool
 }
 
 // After is what was observed with the children as syncing left them: the
@@ -93,9 +98,10 @@ type Outcome struct {
 	// Events follow from the status change; they go out once it is written
 	// (a held or deferred change sends them from the pass that writes it).
 	Events []Event
-	// Delete lists objects to delete (with a UID precondition), in order: a
-	// JobSet past its deadline, pods by cleanPodPolicy, the job itself past
-	// its TTL (then no status is written).
+	// Delete lists objects to delete (with a UID precondition), in order
+	// (pods by cleanPodPolicy); the framework adds a JobSet past its
+	// deadline first and the job itself past its TTL last (then no status
+	// is written).
 	Delete []client.Object
 	// Patches are applied before the status is written.
 	Patches []Patch

@@ -209,7 +209,7 @@ func TestReconcileHoldsStatus(t *testing.T) {
 					t.Errorf("step %d: writes and events (-want +got):\n%s", k, diff)
 				}
 				seen = len(f.log.get())
-				if _, held := f.r.held.due[req.NamespacedName]; held != s.wantHeld {
+				if held := f.r.memory.held(req.NamespacedName); held != s.wantHeld {
 					t.Errorf("step %d: held = %v, want %v", k, held, s.wantHeld)
 				}
 			}

@@ -39,7 +39,9 @@ type Decision struct {
 
 // Decide runs the kind's status step and applies the framework's rules to it.
 func Decide(a Adapter, job client.Object, obs *observe.Observed, sync Sync, now time.Time) Decision {
+	sync.DeadlineExceeded = ended(a, job, obs, now).pastDeadline
 	d := Decision{Outcome: a.Status(job, obs, sync, now)}
+	applyLifecycle(a, job, obs, sync, now, &d)
 	d.SyncEvents = syncEvents(job, sync)
 	if e, ok := a.(SyncEventer); ok && sync.Err == nil {
 		d.SyncEvents = append(d.SyncEvents, e.SyncEvents(job, sync)...)

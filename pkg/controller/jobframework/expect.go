@@ -1,7 +1,6 @@
 package jobframework
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,25 +15,16 @@ import (
 // (the child may have been deleted since).
 const expectWait = 10 * time.Second
 
-// expected remembers, per job, the children a pass created that the cache
-// has not shown yet. The pass that creates a job's children returns before
-// the informers deliver them; a pass in between (another child's creation
-// event, under a burst) would see no JobSet and create it again, to be told
-// AlreadyExists: a wasted write and a reconcile error. Such a pass waits
-// instead: the awaited child's creation event brings the next one.
-type expected struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName]expectation
-}
-
-type expectation struct {
-	keys  []childsync.Key
-	since time.Time
-}
+// Expected children (memory.expected). The pass that creates a job's
+// children returns before the informers deliver them; a pass in between
+// (another child's creation event, under a burst) would see no JobSet and
+// create it again, to be told AlreadyExists: a wasted write and a reconcile
+// error. Such a pass waits instead: the awaited child's creation event
+// brings the next one.
 
 // created records the children a pass created for a job at now, of the
 // kinds observed (a kind the pass does not list would never show).
-func (e *expected) created(job types.NamespacedName, res childsync.Result, now time.Time, observed func(schema.GroupKind) bool) {
+func (m *memory) created(job types.NamespacedName, res childsync.Result, now time.Time, observed func(schema.GroupKind) bool) {
 	var keys []childsync.Key
 	for k, a := range res.Actions {
 		if a == childsync.Created && observed(k.GroupKind) {
@@ -44,40 +34,27 @@ func (e *expected) created(job types.NamespacedName, res childsync.Result, now t
 	if len(keys) == 0 {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.jobs == nil {
-		e.jobs = map[types.NamespacedName]expectation{}
-	}
-	e.jobs[job] = expectation{keys: keys, since: now}
+	m.update(job, true, func(j *jobMemory) { j.expected, j.expectedSince = keys, now })
 }
 
 // waiting reports how much longer a pass over a job must wait for children
 // the cache has not shown yet (0: none awaited, go on).
-func (e *expected) waiting(job types.NamespacedName, obs *observe.Observed, now time.Time) time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	exp, ok := e.jobs[job]
-	if !ok {
-		return 0
-	}
-	left := exp.since.Add(expectWait).Sub(now)
-	if left <= 0 {
-		deleteKey(&e.jobs, job)
-		return 0
-	}
-	for _, k := range exp.keys {
-		if _, seen := obs.Children[k]; !seen {
-			return left
+func (m *memory) waiting(job types.NamespacedName, obs *observe.Observed, now time.Time) time.Duration {
+	var left time.Duration
+	m.update(job, false, func(j *jobMemory) {
+		if len(j.expected) == 0 {
+			return
 		}
-	}
-	deleteKey(&e.jobs, job)
-	return 0
-}
-
-// forget drops what was expected for a job (it is gone).
-func (e *expected) forget(job types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	deleteKey(&e.jobs, job)
+		if left = j.expectedSince.Add(expectWait).Sub(now); left <= 0 {
+			j.expected, left = nil, 0
+			return
+		}
+		for _, k := range j.expected {
+			if _, seen := obs.Children[k]; !seen {
+				return
+			}
+		}
+		j.expected, left = nil, 0
+	})
+	return left
 }

@@ -10,6 +10,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // Kind is one job kind of the manager, with everything it brings: its API
@@ -42,7 +44,9 @@ type Kind interface {
 }
 
 // Manager is a controller-runtime manager with what the job kinds share on
-// it: the Prometheus registry their metrics go to, and the cache indexes
+// it: the Prometheus registry their metrics go to, what every kind may need
+// to know of the cluster and of the manager's own servers (set by the
+// manager's command before the kinds are set up), and the cache indexes
 // already registered (the controllers of several kinds index the same pods,
 // JobSets and Workloads, and a second registration of an index fails). It
 // belongs to one manager: nothing is kept across managers.
@@ -51,18 +55,38 @@ type Manager struct {
 	// Metrics is where the kinds register their metrics (the manager's
 	// endpoint serves controller-runtime's registry; tests pass their own).
 	Metrics prometheus.Registerer
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain; by
+	// default runtime.DefaultClusterDomain): the fully qualified names a
+	// kind gives its pods (an elastic torch job's rendezvous, Flux's
+	// brokers, v1's cluster specs) end in it.
+	ClusterDomain string
+	// StatusServerURL is where trainer pods reach the manager's status
+	// server (scheme, host and port; "": it is off).
+	StatusServerURL string
 
 	mu      sync.Mutex
 	indexed map[string]bool
+	blind   *blindWriter
 }
 
-// NewManager wraps mgr; metrics nil means a registry of its own that nothing
-// serves.
+// writer is the manager's blindWriter, made on first use; nil for a manager
+// without a REST config (a test's).
+func (m *Manager) writer() *blindWriter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.blind == nil && m.GetConfig() != nil && m.GetHTTPClient() != nil {
+		m.blind = newBlindWriter(m.GetConfig(), m.GetHTTPClient(), m.GetRESTMapper(), m.GetScheme())
+	}
+	return m.blind
+}
+
+// NewManager wraps mgr, for a cluster whose DNS domain is the default;
+// metrics nil means a registry of its own that nothing serves.
 func NewManager(mgr ctrl.Manager, metrics prometheus.Registerer) *Manager {
 	if metrics == nil {
 		metrics = prometheus.NewRegistry()
 	}
-	return &Manager{Manager: mgr, Metrics: metrics, indexed: map[string]bool{}}
+	return &Manager{Manager: mgr, Metrics: metrics, ClusterDomain: runtime.DefaultClusterDomain, indexed: map[string]bool{}}
 }
 
 // indexOnce registers a cache index once on this manager.

@@ -2,11 +2,13 @@ package jobframework
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,15 +41,16 @@ type Reconciler struct {
 	// writes, whatever clock decides deadlines).
 	delays Delays
 	wall   clock.PassiveClock
-	held   held
-	// expected are children created by a pass that the cache has not shown
-	// yet (timed by wall).
-	expected expected
-	// taken are, per job, the keys of children whose create was refused
-	// (AlreadyExists): observe reads what holds each name.
-	taken taken
+	// memory is what the reconciler remembers of each job between passes
+	// (held status changes and events, children expected in the cache,
+	// taken names), timed by wall; forget drops a job's.
+	memory memory
 	// decide replaces Decide when set (a test decides for its adapter).
 	decide func(Adapter, client.Object, *observe.Observed, Sync, time.Time) Decision
+	// patchStatus, when set, merge-patches a job's status subresource
+	// without reading the answer back (the manager's blindWriter); else
+	// the client does.
+	patchStatus func(ctx context.Context, obj client.Object, data []byte, fieldOwner string) error
 }
 
 // Reconcile is one pass over one job:
@@ -54,10 +58,12 @@ type Reconciler struct {
 //  2. observe, once, everything the pass needs: its children, pods,
 //     Workloads, taken names and the kind's inputs (its runtime); nothing
 //     is read after this;
-//  3. plan: run the pipeline on what was observed;
+//  3. plan: run the pipeline on what was observed (not for a finished job,
+//     nor one past its deadline: lifecycle.go);
 //  4. sync the plan, child by child, by each child's rule;
 //  5. decide, purely: the kind's status from the job, what was observed and
-//     what sync did, and the framework's rules of when to write it (Decide);
+//     what sync did, and the framework's rules (Decide): the deadline, the
+//     TTL, when to retry, when to write the status;
 //  6. act on what status decided (deletions, pod labels);
 //  7. write status once, then send the pass's events. A status change may
 //     wait a little (Options.Delays) to go out with the next ones.
@@ -65,14 +71,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := r.adapter.New()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.held.forget(req.NamespacedName)
-			r.expected.forget(req.NamespacedName)
-			r.taken.forget(req.NamespacedName)
+			r.memory.forget(req.NamespacedName) // the job is gone
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || !r.adapter.Ours(job) {
-		r.held.forget(req.NamespacedName)
+		r.memory.forget(req.NamespacedName) // going, or another controller's
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -82,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if wait := r.expected.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
+	if wait := r.memory.waiting(req.NamespacedName, obs, r.wall.Now()); wait > 0 {
 		// Children an earlier pass created are not in the cache yet: their
 		// creation events bring the next pass (the requeue is a fallback).
 		log.V(3).Info("Waiting for the cache to show created children", "wait", wait)
@@ -90,15 +94,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var sync Sync
-	p, err := r.adapter.Plan(job, obs, now)
+	p, err := PlanFor(r.adapter, job, obs, now)
 	switch {
 	case err != nil:
 		sync.Err = err
 	case p != nil:
 		sync.Planned = true
 		sync.Result, sync.Err = r.syncer.Sync(ctx, job, p, obs.Children, obs.Taken)
-		r.expected.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
-		r.taken.refused(req.NamespacedName, sync.Err)
+		r.memory.created(req.NamespacedName, sync.Result, r.wall.Now(), r.observes)
+		r.memory.refused(req.NamespacedName, sync.Err)
 		for key, action := range sync.Result.Actions {
 			log.V(2).Info("Child synced", "child", key.String(), "action", action)
 		}
@@ -117,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	d := decide(r.adapter, job, obs, sync, now)
 	if deferred, wait := r.deferStatus(req.NamespacedName, d); deferred {
 		r.recordSync(job, sync, now)
-		r.held.holdEvents(req.NamespacedName, d.SyncEvents) // they go out with the status (see held)
+		r.memory.holdEvents(req.NamespacedName, d.SyncEvents) // they go out with the status (see held)
 		log.V(3).Info("Status deferred", "bound", wait)
 		requeue := d.Requeue
 		if wait > 0 && (requeue == 0 || wait < requeue) {
@@ -139,18 +143,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
 	if deleted {
-		r.held.forget(req.NamespacedName)
+		r.memory.forget(req.NamespacedName) // deleted by its TTL
 		return ctrl.Result{}, nil
 	}
 	if err := r.writeStatus(ctx, job, d.Job); err != nil {
 		return ctrl.Result{}, errors.Join(d.Retry, err)
 	}
-	r.held.done(req.NamespacedName)
+	r.memory.done(req.NamespacedName)
 	r.recordSync(job, sync, now)
 	if rec, ok := r.adapter.(Recorder); ok {
 		rec.RecordStatus(job, d.Job, now)
 	}
-	r.sendEvents(job, r.held.takeEvents(req.NamespacedName))
+	r.sendEvents(job, r.memory.takeEvents(req.NamespacedName))
 	r.sendEvents(job, d.SyncEvents)
 	r.sendEvents(job, d.Events)
 	if d.Retry != nil {
@@ -195,26 +199,49 @@ func (r *Reconciler) act(ctx context.Context, job client.Object, out Outcome) (b
 	return deleted, nil
 }
 
-// writeStatus merge-patches the status subresource when it changed.
+// writeStatus merge-patches the status subresource when it changed. The
+// patch is made from the two statuses alone (the rest of the job is the
+// same), which is what a merge patch of the whole objects would say.
 func (r *Reconciler) writeStatus(ctx context.Context, old, updated client.Object) error {
 	if updated == nil || statusEqual(old, updated) {
 		return nil
 	}
-	log := ctrl.LoggerFrom(ctx)
-	patch := client.MergeFrom(old)
-	var data []byte
-	if log.V(3).Enabled() { // what changed, to read a job's status writes back from the log
-		data, _ = patch.Data(updated)
+	data, err := statusPatch(old, updated)
+	if err != nil {
+		return fmt.Errorf("status patch of %s %s: %w", r.adapter.Kind(), old.GetName(), err)
 	}
-	if err := r.client.Status().Patch(ctx, updated, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if r.patchStatus != nil {
+		err = r.patchStatus(ctx, updated, data, FieldOwner)
+	} else {
+		err = r.client.Status().Patch(ctx, updated, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner))
+	}
+	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.adapter.Kind(), old.GetName(), err)
 	}
-	if data != nil {
+	log := ctrl.LoggerFrom(ctx)
+	if log.V(3).Enabled() { // what changed, to read a job's status writes back from the log
 		log.V(3).Info("Status updated", "patch", string(data))
 	} else {
 		log.V(2).Info("Status updated")
 	}
 	return nil
+}
+
+// statusPatch is the JSON merge patch from old's status to updated's.
+func statusPatch(old, updated client.Object) ([]byte, error) {
+	from, err := json.Marshal(struct {
+		Status any `json:"status"`
+	}{statusOf(old)})
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(struct {
+		Status any `json:"status"`
+	}{statusOf(updated)})
+	if err != nil {
+		return nil, err
+	}
+	return jsonpatch.CreateMergePatch(from, to)
 }
 
 // statusEqual reports whether two objects of a job kind have the same status.

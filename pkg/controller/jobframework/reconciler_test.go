@@ -48,9 +48,9 @@ func running(mutate ...func(*Decision)) func(client.Object, *observe.Observed, S
 }
 
 const (
-	statusPatch = `patch status *v1alpha1.TrainJob job {"status":{"phase":"Running"}}`
-	eventRun    = "event job Normal Running Run: job is running"
-	eventSlow   = "event job Warning Slow Run: 50% done"
+	statusPatchOp = `patch status *v1alpha1.TrainJob job {"status":{"phase":"Running"}}`
+	eventRun      = "event job Normal Running Run: job is running"
+	eventSlow     = "event job Warning Slow Run: 50% done"
 )
 
 // TestDeferredSyncEvents: the events of what a deferring pass synced go out
@@ -74,18 +74,18 @@ func TestDeferredSyncEvents(t *testing.T) {
 	}
 	a.status = writing
 	pass()
-	if diff := cmp.Diff([]string{"sync record", statusPatch, "record", eventRun, eventSlow}, f.log.get()); diff != "" {
+	if diff := cmp.Diff([]string{"sync record", statusPatchOp, "record", eventRun, eventSlow}, f.log.get()); diff != "" {
 		t.Errorf("after the pass deferred to (-want +got):\n%s", diff)
 	}
 
 	// Held, then the job goes: nothing is sent for it, nor kept.
 	a.status = deferring
-	f.r.held.holdEvents(req.NamespacedName, []Event{{Type: corev1.EventTypeNormal, Reason: "Old", Action: "Run", Message: "stale"}})
+	f.r.memory.holdEvents(req.NamespacedName, []Event{{Type: corev1.EventTypeNormal, Reason: "Old", Action: "Run", Message: "stale"}})
 	if err := f.r.client.Delete(context.Background(), trainJob()); err != nil {
 		t.Fatal(err)
 	}
 	pass()
-	if evs := f.r.held.takeEvents(req.NamespacedName); len(evs) != 0 {
+	if evs := f.r.memory.takeEvents(req.NamespacedName); len(evs) != 0 {
 		t.Errorf("events kept for a job that is gone: %v", evs)
 	}
 }
@@ -134,7 +134,7 @@ func TestReconcile(t *testing.T) {
 		"job of this controller by name": {
 			objs:            []client.Object{trainJob(func(j *trainer.TrainJob) { j.Spec.ManagedBy = ptr.To("trainer.kubeflow.org/trainjob-controller") })},
 			status:          running(),
-			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
+			wantOps:         []string{statusPatchOp, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
@@ -158,7 +158,7 @@ func TestReconcile(t *testing.T) {
 		"status changed: written once, then recorded, then events in order": {
 			objs:            []client.Object{trainJob()},
 			status:          running(),
-			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
+			wantOps:         []string{statusPatchOp, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
@@ -167,7 +167,7 @@ func TestReconcile(t *testing.T) {
 			objs:            []client.Object{trainJob()},
 			status:          running(func(o *Decision) { o.Requeue = 42 * time.Second }),
 			want:            ctrl.Result{RequeueAfter: 42 * time.Second},
-			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
+			wantOps:         []string{statusPatchOp, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
@@ -204,7 +204,7 @@ func TestReconcile(t *testing.T) {
 			wantOps: []string{
 				`patch *v1.Pod job-node-0-0 {"metadata":{"labels":{"a":"b"}}}`,
 				"delete *v1.Pod job-node-0-1 uid=uid-job-node-0-1",
-				statusPatch, "record", eventRun, eventSlow,
+				statusPatchOp, "record", eventRun, eventSlow,
 			},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
@@ -219,7 +219,7 @@ func TestReconcile(t *testing.T) {
 			wantOps: []string{
 				`patch *v1.Pod job-node-0-0 {"metadata":{"labels":{"a":"b"}}}`,
 				"delete *v1.Pod job-node-0-1 uid=uid-job-node-0-1",
-				statusPatch, "record", eventRun, eventSlow,
+				statusPatchOp, "record", eventRun, eventSlow,
 			},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
@@ -267,7 +267,7 @@ func TestReconcile(t *testing.T) {
 			objs:            []client.Object{trainJob()},
 			status:          running(func(o *Decision) { o.Retry = errRetry; o.Requeue = time.Minute }),
 			wantErrs:        []error{errRetry},
-			wantOps:         []string{statusPatch, "record", eventRun, eventSlow},
+			wantOps:         []string{statusPatchOp, "record", eventRun, eventSlow},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 			wantPhase:       trainer.TrainJobRunning,
@@ -280,7 +280,7 @@ func TestReconcile(t *testing.T) {
 			status:          running(func(o *Decision) { o.Retry = errRetry }),
 			wantErrs:        []error{errBoom, errRetry},
 			wantErrMsg:      "writing status of TrainJob job",
-			wantOps:         []string{statusPatch},
+			wantOps:         []string{statusPatchOp},
 			wantPlanCalls:   1,
 			wantStatusCalls: 1,
 		},

@@ -133,6 +133,9 @@ func SetupWithManager(m *Manager, cfg Config) (*Reconciler, error) {
 		b = b.Watches(kind, lowPriority(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), job, handler.OnlyControllerOwner())))
 	}
 	r.syncer = &childsync.Syncer{Client: r.client, FieldOwner: FieldOwner, Served: func(gk schema.GroupKind) bool { return !notServed[gk] }}
+	if w := m.writer(); w != nil {
+		r.syncer.Create, r.patchStatus = w.Create, w.PatchStatus
+	}
 	if err := m.indexOnce(&corev1.Pod{}, podJobSetIndex, jobSetName); err != nil {
 		return nil, fmt.Errorf("indexing pods by JobSet: %w", err)
 	}

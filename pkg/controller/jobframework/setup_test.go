@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,10 @@ func (m *fakeManager) GetRESTMapper() apimeta.RESTMapper    { return m.mapper }
 func (m *fakeManager) GetClient() client.Client             { return m.client }
 func (m *fakeManager) GetScheme() *runtime.Scheme           { return m.client.Scheme() }
 func (m *fakeManager) GetFieldIndexer() client.FieldIndexer { return m.indexer }
+
+// No REST config: the reconciler writes through the (fake) client.
+func (m *fakeManager) GetConfig() *rest.Config     { return nil }
+func (m *fakeManager) GetHTTPClient() *http.Client { return nil }
 
 type fakeIndexer struct {
 	calls []string

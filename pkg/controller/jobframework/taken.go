@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,59 +16,34 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
-// taken remembers, per job, the children whose create was refused because
+// Taken names (memory.taken): the children whose create was refused because
 // something already holds the name (childsync.ExistsError). The syncer does
 // not read to find out whose it is; the next pass observes it by name
 // (observeTaken), with everything else it reads.
-type taken struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName][]childsync.Key
-}
 
 // refused records the key of a refused create in a pass's sync error.
-func (t *taken) refused(job types.NamespacedName, err error) {
+func (m *memory) refused(job types.NamespacedName, err error) {
 	var e *childsync.ExistsError
 	if !errors.As(err, &e) {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.jobs == nil {
-		t.jobs = map[types.NamespacedName][]childsync.Key{}
-	}
-	for _, k := range t.jobs[job] {
-		if k == e.Key {
-			return
+	m.update(job, true, func(j *jobMemory) {
+		if !slices.Contains(j.taken, e.Key) {
+			j.taken = append(j.taken, e.Key)
 		}
-	}
-	t.jobs[job] = append(t.jobs[job], e.Key)
+	})
 }
 
-func (t *taken) keys(job types.NamespacedName) []childsync.Key {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]childsync.Key(nil), t.jobs[job]...)
+// takenKeys are the job's refused keys.
+func (m *memory) takenKeys(job types.NamespacedName) []childsync.Key {
+	var keys []childsync.Key
+	m.update(job, false, func(j *jobMemory) { keys = slices.Clone(j.taken) })
+	return keys
 }
 
-// forget drops what was remembered for a job (it is gone).
-func (t *taken) forget(job types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	deleteKey(&t.jobs, job)
-}
-
-// keep replaces the job's remembered keys.
-func (t *taken) keep(job types.NamespacedName, keys []childsync.Key) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(keys) == 0 {
-		deleteKey(&t.jobs, job)
-		return
-	}
-	if t.jobs == nil {
-		t.jobs = map[types.NamespacedName][]childsync.Key{}
-	}
-	t.jobs[job] = keys
+// keepTaken replaces the job's refused keys.
+func (m *memory) keepTaken(job types.NamespacedName, keys []childsync.Key) {
+	m.update(job, len(keys) > 0, func(j *jobMemory) { j.taken = keys })
 }
 
 // observeTaken reads, from the cache, what holds each name whose create was
@@ -76,7 +51,7 @@ func (t *taken) keep(job types.NamespacedName, keys []childsync.Key) {
 // be the job's child, or free, is forgotten.
 func (r *Reconciler) observeTaken(ctx context.Context, job client.Object, obs *observe.Observed) (childsync.Children, error) {
 	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	keys := r.taken.keys(key)
+	keys := r.memory.takenKeys(key)
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -105,7 +80,7 @@ func (r *Reconciler) observeTaken(ctx context.Context, job client.Object, obs *o
 		out[k] = o
 		still = append(still, k)
 	}
-	r.taken.keep(key, still)
+	r.memory.keepTaken(key, still)
 	return out, nil
 }
 

@@ -16,7 +16,6 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
@@ -33,7 +32,7 @@ import (
 type Adapter struct {
 	Framework *framework.Framework
 	// Metrics are the manager's TrainJob metrics (nil: none recorded).
-	Metrics *metrics.TrainJob
+	Metrics *Metrics
 
 	// gone remembers JobSets that finished, for the moment between their
 	// finish (or deletion) and the TrainJob's status saying so (nil: none).
@@ -92,23 +91,18 @@ func (a *Adapter) ReadInputs(ctx context.Context, r client.Reader, o client.Obje
 	}
 	in.rt, in.err = runtimeFor(ctx, r, job, obs)
 	if in.err == nil && obs.JobSet(job.Name) == nil {
-		in.lookups = validation.ValidateLookups(ctx, r, job, in.rt)
+		in.lookups = validation.ValidateLookups(ctx, r, runtime.TrainJobRequest(job), in.rt)
 	}
 	obs.Inputs = in
 	return nil
 }
 
-// Plan implements jobframework.Adapter. A finished job, or one past its
-// deadline, or one whose JobSet finished and went before its status said so,
-// gets no plan: it never gets a new JobSet.
-func (a *Adapter) Plan(o client.Object, obs *observe.Observed, now time.Time) (*plan.Plan, error) {
+// Plan implements jobframework.Adapter (never called for a finished job,
+// nor one past its deadline: jobframework.Lifecycle). A job whose JobSet
+// finished and went before its status said so gets no plan either: it never
+// gets a new JobSet.
+func (a *Adapter) Plan(o client.Object, obs *observe.Observed, _ time.Time) (*plan.Plan, error) {
 	job := o.(*trainer.TrainJob)
-	if finished(&job.Status) {
-		return nil, nil
-	}
-	if at, ok := deadline(job, &job.Status); ok && !now.Before(at) {
-		return nil, nil
-	}
 	in, ok := obs.Inputs.(*inputs)
 	if !ok {
 		return nil, errors.New("the TrainJob's runtime was not read: ReadInputs comes first")
@@ -150,7 +144,7 @@ func (a *Adapter) Render(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Plan
 	if errs := validation.ValidateTrainJob(nil, job); len(errs) > 0 {
 		return nil, &framework.InvalidError{Errs: errs}
 	}
-	p, err := a.Framework.Build(job, rt)
+	p, err := a.Framework.Build(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		return nil, err
 	}

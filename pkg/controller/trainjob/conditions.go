@@ -5,9 +5,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // finished reports whether a terminal condition is set. A finished TrainJob is
@@ -36,7 +36,7 @@ func setCondition(status *trainer.TrainJobStatus, gen int64, now time.Time, t st
 // while suspended, False (Resumed) once a suspended job resumes, absent for a
 // job that was never suspended.
 func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus, at time.Time) (changed bool, now bool) {
-	if trruntime.Suspended(job) {
+	if isSuspended(job) {
 		return setCondition(status, job.Generation, at, trainer.TrainJobSuspended, metav1.ConditionTrue,
 			trainer.TrainJobSuspendedReason, "TrainJob is suspended"), true
 	}
@@ -50,13 +50,16 @@ func setSuspended(job *trainer.TrainJob, status *trainer.TrainJobStatus, at time
 // deadline returns when an unsuspended job with activeDeadlineSeconds must be
 // done: its deadline counts from creation, or from its last resume.
 func deadline(job *trainer.TrainJob, status *trainer.TrainJobStatus) (time.Time, bool) {
-	if job.Spec.ActiveDeadlineSeconds == nil || trruntime.Suspended(job) {
+	if job.Spec.ActiveDeadlineSeconds == nil || isSuspended(job) {
 		return time.Time{}, false
 	}
 	// The deadline counts from the start of the current run, as the time
 	// pending does.
 	return pendingSince(job, status).Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second), true
 }
+
+// isSuspended reports whether a TrainJob asks to be suspended.
+func isSuspended(job *trainer.TrainJob) bool { return ptr.Deref(job.Spec.Suspend, false) }
 
 // truncate keeps condition messages within the API's 32 KiB limit.
 func truncate(s string) string {

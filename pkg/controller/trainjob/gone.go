@@ -16,7 +16,6 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/observe"
-	jobsetplugin "github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // finishedJobSets remembers, per TrainJob (by UID), the last state of its
@@ -73,7 +72,7 @@ func (f *finishedJobSets) observe(o client.Object) (reconcile.Request, bool) {
 	if ref == nil || ref.Kind != trainer.TrainJobKind || ref.APIVersion != trainer.GroupVersion.String() {
 		return reconcile.Request{}, false
 	}
-	if _, done := jobsetplugin.Finished(js); !done {
+	if _, done := observe.Finished(js); !done {
 		return reconcile.Request{}, false
 	}
 	last := js.DeepCopy()

@@ -13,7 +13,7 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // A JobSet that failed and went (its own ttlSecondsAfterFinished: 0, or a

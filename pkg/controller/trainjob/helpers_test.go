@@ -21,7 +21,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // Fixtures shared by the adapter's tests: one TrainJob "default/job" asking for
@@ -336,5 +336,5 @@ func planPass(t *testing.T, a *Adapter, r client.Reader, job *trainer.TrainJob, 
 	if err := a.ReadInputs(context.Background(), r, job, obs); err != nil {
 		t.Fatalf("ReadInputs: %v", err)
 	}
-	return a.Plan(job, obs, now)
+	return jobframework.PlanFor(a, job, obs, now)
 }

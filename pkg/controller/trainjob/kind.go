@@ -18,12 +18,10 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/metrics"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
-	"github.com/trainyard/trainyard/pkg/webhooks"
 )
 
 // runtimeRefIndex indexes TrainJobs by "<kind>/<name>" of their runtime.
@@ -36,8 +34,8 @@ type Kind struct {
 	// --status-write-delay, --counts-write-delay).
 	jobframework.Options
 	// Plugins configure the runtime plugins: --kueue-mode is the kind's own
-	// flag; the manager sets the cluster's DNS domain and the status
-	// server's settings (Progress) before SetupWithManager.
+	// flag (KueueMode, when set, wins over it); the cluster's DNS domain and
+	// the status server's URL are the manager's (jobframework.Manager).
 	Plugins plugins.Options
 	// ExtraPlugins run after Trainyard's own (test-only plugins).
 	ExtraPlugins []framework.Plugin
@@ -92,15 +90,16 @@ func (*Kind) Enabled() bool { return true }
 // Owned implements jobframework.Kind.
 func (*Kind) Owned() []client.Object { return plugins.Owned() }
 
-// Framework returns the kind's plugin pipeline, built on first use from the
-// settings (an invalid --kueue-mode is an error).
-func (k *Kind) Framework() (*framework.Framework, error) {
+// Framework returns the kind's plugin pipeline on manager m, built on first
+// use from the settings (an invalid --kueue-mode is an error).
+func (k *Kind) Framework(m *jobframework.Manager) (*framework.Framework, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.fw != nil {
 		return k.fw, nil
 	}
 	o := k.Plugins
+	o.ClusterDomain, o.StatusServerURL = m.ClusterDomain, m.StatusServerURL
 	if o.KueueMode == "" {
 		mode, err := kueue.ParseMode(k.kueueMode)
 		if err != nil {
@@ -122,7 +121,7 @@ func (k *Kind) Framework() (*framework.Framework, error) {
 // status reads, and runtimes (so that a TrainJob waiting for its runtime
 // starts as soon as the runtime exists).
 func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
-	fw, err := k.Framework()
+	fw, err := k.Framework(m)
 	if err != nil {
 		return err
 	}
@@ -131,7 +130,7 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 	}); err != nil {
 		return err
 	}
-	tm := metrics.NewTrainJob(m.GetClient())
+	tm := NewMetrics(m.GetClient())
 	if err := tm.Register(m.Metrics); err != nil {
 		return err
 	}
@@ -159,11 +158,11 @@ func (k *Kind) SetupWithManager(m *jobframework.Manager) error {
 
 // SetupWebhooks implements jobframework.Kind: TrainJobs and both runtime kinds.
 func (k *Kind) SetupWebhooks(m *jobframework.Manager) error {
-	fw, err := k.Framework()
+	fw, err := k.Framework(m)
 	if err != nil {
 		return err
 	}
-	return webhooks.SetupTrainJob(m.Manager, fw)
+	return setupWebhooks(m.Manager, fw)
 }
 
 // runtimeRefKey is the index value of a TrainJob's runtime reference.

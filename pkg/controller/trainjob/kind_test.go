@@ -21,6 +21,8 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/runtime"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // tj is a TrainJob on a runtime: running (it has a JobSet and a phase), or
@@ -90,11 +92,12 @@ func TestKindSettings(t *testing.T) {
 	if diff := cmp.Diff(want, k.Options); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
-	fw, err := k.Framework()
+	m := jobframework.NewManager(nil, nil)
+	fw, err := k.Framework(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := k.Framework(); again != fw {
+	if again, _ := k.Framework(m); again != fw {
 		t.Error("Framework built the pipeline twice")
 	}
 	if got := fw.Names(); len(got) == 0 || got[len(got)-1] != "JobSet" {
@@ -185,5 +188,34 @@ func TestKindSetupErrors(t *testing.T) {
 				t.Fatalf("SetupWithManager error %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestFrameworkTakesTheManagersSettings: the cluster's DNS domain and the
+// status server's URL come from the manager the kind is set up on, the one
+// place the manager's command puts them.
+func TestFrameworkTakesTheManagersSettings(t *testing.T) {
+	m := jobframework.NewManager(nil, nil)
+	m.ClusterDomain, m.StatusServerURL = "corp.example", "https://status.example:10443"
+	fw, err := NewKind().Framework(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := rtt.MakeTorchRuntime("torch").MLPolicy(&trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{
+		Torch: &trainer.TorchMLPolicySource{ElasticPolicy: &trainer.TorchElasticPolicy{}},
+	}}).Obj()
+	p, err := fw.Build(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").NumNodes(2).Obj()), rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range runtime.TrainerContainer(&p.JobSet().Spec).Env {
+		env[e.Name] = e.Value
+	}
+	if got := env["PET_RDZV_ENDPOINT"]; !strings.Contains(got, ".svc.corp.example:") {
+		t.Errorf("PET_RDZV_ENDPOINT %q, want the manager's cluster domain", got)
+	}
+	if got := env["KUBEFLOW_TRAINER_SERVER_URL"]; !strings.HasPrefix(got, m.StatusServerURL+"/") {
+		t.Errorf("KUBEFLOW_TRAINER_SERVER_URL %q, want the manager's status server", got)
 	}
 }

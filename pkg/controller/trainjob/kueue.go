@@ -12,7 +12,6 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/observe"
-	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 )
 
 // Reasons a queued TrainJob is not running, from its Kueue Workload.
@@ -52,7 +51,7 @@ const (
 // before every one of 549 conflicts in 1000 jobs, and the Kueue path at under
 // half the throughput of Kueue's own JobSet path).
 func kueueStarting(job *trainer.TrainJob) bool {
-	if !trruntime.Suspended(job) {
+	if !isSuspended(job) {
 		return false
 	}
 	for _, o := range job.Spec.PodTemplateOverrides {
@@ -93,7 +92,7 @@ func queueState(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.O
 	if meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
 		// Admitted, but Kueue has not resumed the job yet (a busy Kueue can take
 		// a while): it is about to start, not suspended.
-		if trruntime.Suspended(job) || (js != nil && ptr.Deref(js.Spec.Suspend, false)) {
+		if isSuspended(job) || (js != nil && ptr.Deref(js.Spec.Suspend, false)) {
 			return ReasonAdmitted, fmt.Sprintf("admitted in %s; waiting for Kueue to start it", queue), true
 		}
 		return "", "", false

@@ -14,12 +14,31 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
-// What a TrainJob adds to the framework's write rules.
+// What a TrainJob adds to the framework's rules.
 var (
+	_ jobframework.Lifecycle   = (*Adapter)(nil)
 	_ jobframework.CountsJudge = (*Adapter)(nil)
 	_ jobframework.Deferrer    = (*Adapter)(nil)
 	_ jobframework.Recorder    = (*Adapter)(nil)
 )
+
+// Finished implements jobframework.Lifecycle: Complete or Failed, and when.
+func (*Adapter) Finished(o client.Object) (bool, *metav1.Time) {
+	status := &o.(*trainer.TrainJob).Status
+	return finished(status), status.CompletionTime
+}
+
+// TTLAfterFinished implements jobframework.Lifecycle.
+func (*Adapter) TTLAfterFinished(o client.Object) *int32 {
+	return o.(*trainer.TrainJob).Spec.TTLSecondsAfterFinished
+}
+
+// Deadline implements jobframework.Lifecycle: activeDeadlineSeconds from the
+// job's creation or last resume (none while suspended).
+func (*Adapter) Deadline(o client.Object, _ time.Time) (time.Time, bool) {
+	job := o.(*trainer.TrainJob)
+	return deadline(job, &job.Status)
+}
 
 // CountsOnly implements jobframework.CountsJudge: the JobSet's job counts and
 // the message of an unchanged reason ("1/2 nodes running") may wait for the

@@ -21,13 +21,13 @@ import (
 func TestConditionTimesComeFromThePass(t *testing.T) {
 	a := newAdapter(t)
 	job := newJob(activeDeadline(300), ttlAfterFinished(0))
-	out := a.Status(job, observed(nil), jobframework.Sync{}, tNow)
+	out := jobframework.Decide(a, job, observed(nil), jobframework.Sync{}, tNow)
 	c := meta.FindStatusCondition(out.Job.(*trainer.TrainJob).Status.Conditions, trainer.TrainJobFailed)
 	if c == nil || !c.LastTransitionTime.Time.Equal(tNow) {
 		t.Fatalf("Failed condition %+v, want one stamped %s", c, tNow)
 	}
 	next := out.Job.(*trainer.TrainJob)
-	out = a.Status(next, observed(nil), jobframework.Sync{}, tNow.Add(time.Second))
+	out = jobframework.Decide(a, next, observed(nil), jobframework.Sync{}, tNow.Add(time.Second))
 	if len(out.Delete) != 1 || out.Delete[0].GetName() != testName {
 		t.Errorf("ttlSecondsAfterFinished=0 one second after the failure: Delete %v, Requeue %v; want the job deleted", out.Delete, out.Requeue)
 	}
@@ -41,7 +41,7 @@ func TestLongErrorMessageEventOnce(t *testing.T) {
 	job := newJob()
 	var events int
 	for pass := range 3 {
-		out := a.Status(job, observed(nil), jobframework.Sync{Err: long}, tNow.Add(time.Duration(pass)*time.Second))
+		out := jobframework.Decide(a, job, observed(nil), jobframework.Sync{Err: long}, tNow.Add(time.Duration(pass)*time.Second))
 		events += len(out.Events)
 		job = out.Job.(*trainer.TrainJob)
 	}
@@ -73,7 +73,7 @@ func TestJobSetDoneBeforeDeadline(t *testing.T) {
 	a := newAdapter(t)
 	js := jobSet(t, false, jsCondition("Completed", "AllJobsCompleted", "jobset completed successfully", tCreated.Add(4*time.Minute)))
 	job := newJob(activeDeadline(300), withStatus(running(time.Minute)))
-	out := a.Status(job, observed(js), jobframework.Sync{}, tNow)
+	out := jobframework.Decide(a, job, observed(js), jobframework.Sync{}, tNow)
 	got := out.Job.(*trainer.TrainJob)
 	if got.Status.Phase != trainer.TrainJobCompletePhase || len(out.Delete) != 0 {
 		t.Errorf("phase %s, delete %v; want Complete and nothing deleted", got.Status.Phase, out.Delete)
@@ -88,10 +88,10 @@ func TestJobSetDoneBeforeDeadline(t *testing.T) {
 func TestOneTerminalCondition(t *testing.T) {
 	a := newAdapter(t)
 	failed := newJob(activeDeadline(60))
-	out := a.Status(failed, observed(nil), jobframework.Sync{}, tNow)
+	out := jobframework.Decide(a, failed, observed(nil), jobframework.Sync{}, tNow)
 	job := out.Job.(*trainer.TrainJob)
 	js := jobSet(t, false, jsCondition("Completed", "AllJobsCompleted", "done", tNow))
-	out = a.Status(job, observed(js), jobframework.Sync{}, tNow.Add(time.Second))
+	out = jobframework.Decide(a, job, observed(js), jobframework.Sync{}, tNow.Add(time.Second))
 	var terminal []string
 	for _, c := range out.Job.(*trainer.TrainJob).Status.Conditions {
 		if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {

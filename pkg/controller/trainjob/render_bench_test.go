@@ -8,7 +8,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/childsync"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // BenchmarkRender is the manager's CPU work per TrainJob before its JobSet is

@@ -16,11 +16,9 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/ttl"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	jobsetplugin "github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
 )
 
 // pass collects what one Status call decides.
@@ -29,13 +27,7 @@ type pass struct {
 	status *trainer.TrainJobStatus
 	now    time.Time
 	out    jobframework.Outcome
-	// recheck: the build failed on a lookup, so look again after LookupRecheck.
-	recheck bool
 }
-
-// LookupRecheck is how soon a job whose build failed on a lookup of another
-// object (a missing PriorityClass) is looked at again.
-const LookupRecheck = 30 * time.Second
 
 func (p *pass) event(kind, reason, action, format string, args ...any) {
 	p.out.Events = append(p.out.Events, jobframework.Event{Type: kind, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
@@ -73,9 +65,9 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	js := obs.JobSet(job.Name)
 
 	// 1. A finished job only follows its JobSet's counts; it never gets a new
-	// one. Past its TTL it is deleted, and its JobSet with it.
+	// one. Past its TTL the framework deletes it, and its JobSet with it.
 	if finished(status) {
-		a.Framework.Status(job, obs, status)
+		followJobSet(status, a.Framework.Status(job.Name, obs))
 		summarize(job, js, obs, status, now, nil)
 		if js == nil {
 			// As upstream, a missing JobSet changes nothing once the job is
@@ -83,7 +75,6 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 			// the counts it ended with, and costs no status write.
 			status.NumNodes, status.ReadyNodes = job.Status.NumNodes, job.Status.ReadyNodes
 		}
-		p.expire()
 		return
 	}
 
@@ -93,16 +84,12 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 		obs, js = withJobSet(obs, in.gone), in.gone
 	}
 
-	// 2. Past its deadline a job fails, and its JobSet goes, unless the
-	// JobSet finished first (and status had not caught up yet).
-	if at, ok := deadline(job, status); ok && !now.Before(at) && !finishedJobSet(js) {
+	// 2. Past its deadline a job fails (the framework deletes its JobSet),
+	// unless its JobSet finished first and went before status said so.
+	if _, jobSetDone := observe.Finished(js); sync.DeadlineExceeded && !jobSetDone {
 		p.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, "TrainJob exceeded its active deadline")
 		p.event(corev1.EventTypeWarning, EventDeadlineExceeded, "Fail", "TrainJob ran past activeDeadlineSeconds=%d", *job.Spec.ActiveDeadlineSeconds)
-		if js != nil {
-			p.out.Delete = append(p.out.Delete, js)
-		}
 		summarize(job, nil, obs, status, now, nil)
-		p.expire()
 		return
 	}
 
@@ -121,34 +108,21 @@ func (a *Adapter) status(p *pass, obs *observe.Observed, sync jobframework.Sync)
 	}
 	wasComplete := condTrue(status, trainer.TrainJobComplete)
 	wasFailed := condTrue(status, trainer.TrainJobFailed)
-	a.Framework.Status(job, after, status)
+	facts := a.Framework.Status(job.Name, after)
+	followJobSet(status, facts)
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobComplete); !wasComplete && c != nil && c.Status == metav1.ConditionTrue {
 		p.event(corev1.EventTypeNormal, EventCompleted, "Complete", "TrainJob completed: %s", c.Message)
 	}
 	if c := meta.FindStatusCondition(status.Conditions, trainer.TrainJobFailed); !wasFailed && c != nil && c.Status == metav1.ConditionTrue {
 		p.event(corev1.EventTypeWarning, EventFailed, "Fail", "TrainJob failed (%s): %s", c.Reason, c.Message)
 	}
-	summarize(job, after.JobSet(job.Name), after, status, now, func() (string, string, bool) {
-		return a.Framework.GangWaiting(job, after)
-	})
+	summarize(job, after.JobSet(job.Name), after, status, now, facts.Gang)
 	p.restarts(after.JobSet(job.Name))
 	if status.Reason != job.Status.Reason && (status.Reason == ReasonExceedsQueueCapacity || status.Reason == ReasonPreempted || status.Reason == ReasonInadmissible) {
 		p.event(corev1.EventTypeWarning, status.Reason, "Queue", "%s", status.Message)
 	}
 	if status.Phase == trainer.TrainJobRunning && job.Status.Phase != trainer.TrainJobRunning {
 		p.event(corev1.EventTypeNormal, EventRunning, "Run", "%s", status.Message)
-	}
-
-	switch at, ok := deadline(job, status); {
-	case finished(status) && job.Spec.TTLSecondsAfterFinished != nil:
-		// This pass writes the final status; the next one deletes the job once
-		// its TTL has passed. (The controller's own status write wakes nothing.)
-		p.out.Requeue = max(ttl.Remaining(job.Spec.TTLSecondsAfterFinished, status.CompletionTime, now), time.Millisecond)
-	case ok && !finished(status):
-		p.out.Requeue = at.Sub(now)
-	}
-	if p.recheck && (p.out.Requeue == 0 || p.out.Requeue > LookupRecheck) {
-		p.out.Requeue = LookupRecheck
 	}
 }
 
@@ -175,12 +149,9 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	case errors.Is(err, runtime.ErrNotFound):
 		p.createdFalse(trainer.TrainJobRuntimeNotFound, EventRuntimeNotFound, "Resolve", err)
 	case framework.IsInvalid(err):
+		// One found by a lookup (a PriorityClass not created yet) is looked
+		// at again later: the framework's retry timing.
 		p.createdFalse(trainer.TrainJobBuildFailedReason, EventBuildFailed, "Build", err)
-		if framework.NeedsRecheck(err) {
-			// Found by a lookup (a PriorityClass not created yet): nothing
-			// about the job will change to wake it, so look again.
-			p.recheck = true
-		}
 	case errors.Is(err, childsync.ErrNotOwned):
 		p.createdFalse(trainer.TrainJobJobSetNotOwnedReason, EventJobSetNotOwned, "Sync", err)
 	case errors.Is(err, childsync.ErrKindNotServed):
@@ -195,18 +166,48 @@ func (p *pass) synced(js *jobsetv1alpha2.JobSet, sync jobframework.Sync) {
 	}
 }
 
-// expire deletes a finished job past its TTL, or says when to look again.
-func (p *pass) expire() {
-	del, left := ttl.Expire(p.job, p.job.Spec.TTLSecondsAfterFinished, p.status.CompletionTime, p.now)
-	if del != nil {
-		p.out.Delete = append(p.out.Delete, del)
+// followJobSet puts what the status plugins read of the JobSet into the
+// status: how it finished into Complete or Failed (reason and message
+// verbatim), and its replicated jobs' counts into jobsStatus, in the
+// JobSet's order.
+func followJobSet(status *trainer.TrainJobStatus, facts framework.Facts) {
+	if f := facts.Finished; f != nil {
+		t := trainer.TrainJobComplete
+		if f.Failed {
+			t = trainer.TrainJobFailed
+		}
+		setTerminal(status, t, f)
 	}
-	p.out.Requeue = left
+	if facts.Jobs == nil {
+		return // no JobSet: the counts stay as they were
+	}
+	status.JobsStatus = nil
+	for _, c := range facts.Jobs {
+		status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{
+			Name:      c.Name,
+			Ready:     ptr.To(c.Ready),
+			Succeeded: ptr.To(c.Succeeded),
+			Failed:    ptr.To(c.Failed),
+			Active:    ptr.To(c.Active),
+			Suspended: ptr.To(c.Suspended),
+		})
+	}
 }
 
-// finishedJobSet reports whether the JobSet completed or failed (the JobSet
-// plugin's rule, which also sets the job's terminal condition from it).
-func finishedJobSet(js *jobsetv1alpha2.JobSet) bool {
-	_, ok := jobsetplugin.Finished(js)
-	return ok
+// setTerminal sets a terminal condition from how the JobSet finished, once:
+// the first terminal condition stays as first observed.
+func setTerminal(status *trainer.TrainJobStatus, condType string, f *observe.Finish) {
+	for _, c := range status.Conditions {
+		if (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) && c.Status == metav1.ConditionTrue {
+			return
+		}
+	}
+	c := metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: f.Reason, Message: f.Message, LastTransitionTime: f.Time}
+	for k := range status.Conditions {
+		if status.Conditions[k].Type == condType {
+			status.Conditions[k] = c
+			return
+		}
+	}
+	status.Conditions = append(status.Conditions, c)
 }

@@ -152,7 +152,7 @@ func TestStatusErrors(t *testing.T) {
 		"a lookup failed (missing PriorityClass): reported, and looked at again": {
 			job:  newJob(),
 			sync: failed(errLookup),
-			want: outcome{Status: createdFalse(trainer.TrainJobBuildFailedReason, errLookup), Events: warning(EventBuildFailed, "Build", errLookup), Requeue: LookupRecheck},
+			want: outcome{Status: createdFalse(trainer.TrainJobBuildFailedReason, errLookup), Events: warning(EventBuildFailed, "Build", errLookup), Requeue: jobframework.LookupRecheck},
 		},
 		"invalid TrainJob": {
 			job:  newJob(),
@@ -178,12 +178,12 @@ func TestStatusErrors(t *testing.T) {
 		"a JobSet of that name not owned by the job": {
 			job:  newJob(),
 			sync: failed(errNotOwned),
-			want: outcome{Status: createdFalse(trainer.TrainJobJobSetNotOwnedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Sync", errNotOwned)},
+			want: outcome{Status: createdFalse(trainer.TrainJobJobSetNotOwnedReason, errNotOwned), Events: warning(EventJobSetNotOwned, "Sync", errNotOwned), Requeue: jobframework.NotOwnedRecheck},
 		},
 		"a child kind the cluster does not serve": {
 			job:  newJob(),
 			sync: failed(errNotServed),
-			want: outcome{Status: createdFalse(trainer.TrainJobChildKindNotServedReason, errNotServed), Events: warning(EventKindNotServed, "Apply", errNotServed)},
+			want: outcome{Status: createdFalse(trainer.TrainJobChildKindNotServedReason, errNotServed), Events: warning(EventKindNotServed, "Apply", errNotServed), Requeue: jobframework.NotOwnedRecheck},
 		},
 		"a transient API error is reported and retried": {
 			job:  newJob(),

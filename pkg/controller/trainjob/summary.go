@@ -12,6 +12,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/observe"
 	trruntime "github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
 
 // summarize sets the one-word phase with its reason and message, the node
@@ -20,7 +21,7 @@ import (
 // gang, when non-nil, explains pods that wait for their gang (a PodGroup the
 // scheduler has not placed yet); it wins over what the pods say.
 func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Observed,
-	status *trainer.TrainJobStatus, now time.Time, gang func() (reason, message string, waiting bool)) {
+	status *trainer.TrainJobStatus, now time.Time, gang *framework.Waiting) {
 	var numNodes, ready, succeeded int32
 	trainerJob := ""
 	if js != nil {
@@ -33,7 +34,7 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 	if active {
 		pods := livePods(obs.PodsOf(js, trainerJob))
 		ready, succeeded, podReason, podMessage = nodesState(pods, numNodes)
-		if allReady(js) && ready+succeeded < numNodes {
+		if observe.AllReady(js, trainerJob) && ready+succeeded < numNodes {
 			ready = numNodes - succeeded // JobSet saw every pod ready or done; the pod cache may lag
 		}
 	}
@@ -42,7 +43,7 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 	// JobSet suspended) is Pending for the queue's reason, not Suspended.
 	var queued bool
 	var queueReason, queueMessage string
-	if !finished(status) && (trruntime.Suspended(job) || js == nil || ptr.Deref(js.Spec.Suspend, false)) {
+	if !finished(status) && (isSuspended(job) || js == nil || ptr.Deref(js.Spec.Suspend, false)) {
 		queueReason, queueMessage, queued = queueState(job, js, obs)
 	}
 
@@ -57,7 +58,7 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 		phase, reason, message = trainer.TrainJobCompletePhase, c.Reason, c.Message
 	case queued:
 		reason, message = queueReason, queueMessage
-	case trruntime.Suspended(job):
+	case isSuspended(job):
 		phase, reason, message = trainer.TrainJobSuspendedPhase, trainer.TrainJobSuspendedReason, "TrainJob is suspended"
 	case created != nil && created.Status == metav1.ConditionFalse:
 		reason, message = created.Reason, created.Message
@@ -73,9 +74,7 @@ func summarize(job *trainer.TrainJob, js *jobsetv1alpha2.JobSet, obs *observe.Ob
 	default:
 		reason, message = podReason, podMessage
 		if gang != nil {
-			if r, m, waiting := gang(); waiting {
-				reason, message = r, m
-			}
+			reason, message = gang.Reason, gang.Message
 		}
 	}
 	status.Phase, status.Reason, status.Message = phase, reason, truncate(message)
@@ -113,19 +112,4 @@ func pendingSince(job *trainer.TrainJob, status *trainer.TrainJobStatus) time.Ti
 		start = c.LastTransitionTime.Time
 	}
 	return start
-}
-
-// allReady: the trainer's replicated job reports all its Jobs ready (JobSet
-// counts a Job ready when all its pods are ready or done).
-func allReady(js *jobsetv1alpha2.JobSet) bool {
-	rj := trruntime.TrainerJob(&js.Spec)
-	if rj == nil {
-		return false
-	}
-	for _, s := range js.Status.ReplicatedJobsStatus {
-		if s.Name == rj.Name {
-			return s.Ready+s.Succeeded >= max(rj.Replicas, 1)
-		}
-	}
-	return false
 }

@@ -30,7 +30,6 @@ type Framework struct {
 	podGroupPolicy []PodGroupPolicyPlugin
 	build          []BuildPlugin
 	status         []StatusPlugin
-	gang           []GangPlugin
 	owns           []client.Object
 	claimed        []string
 }
@@ -82,10 +81,6 @@ func (f *Framework) register(p Plugin) int {
 	}
 	if v, ok := p.(OwnerPlugin); ok {
 		f.owns = append(f.owns, v.Owns()...)
-		points++
-	}
-	if v, ok := p.(GangPlugin); ok {
-		f.gang = append(f.gang, v)
 		points++
 	}
 	if v, ok := p.(StatusPlugin); ok {
@@ -149,13 +144,13 @@ func (f *Framework) RuntimeWarnings(spec *trainer.TrainingRuntimeSpec) []string 
 }
 
 // validatePolicies rejects a runtime whose policy no plugin claims.
-func (f *Framework) validatePolicies(info *runtime.Info) field.ErrorList {
+func (f *Framework) validatePolicies(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	unclaimed := f.UnclaimedPolicies(info.MLPolicy())
 	if len(unclaimed) == 0 {
 		return nil
 	}
 	supported := append(f.ClaimedPolicies(), "or no framework policy")
-	return field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+	return field.ErrorList{field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 		fmt.Sprintf("runtime %s %s uses mlPolicy.%s, which Trainyard does not run yet (supported: %s)",
 			info.Runtime.Kind, info.Runtime.Name, unclaimed[0], strings.Join(supported, ", ")))}
 }
@@ -192,52 +187,51 @@ func invalid(err error) error {
 	return err
 }
 
-// Validate runs every ValidatePlugin against an Info built for newJob. oldJob is
-// nil on create.
-func (f *Framework) Validate(rt *runtime.Runtime, oldJob, newJob *trainer.TrainJob) field.ErrorList {
-	info, err := runtime.NewInfo(newJob, rt)
+// Validate runs every ValidatePlugin against an Info built for req.
+func (f *Framework) Validate(rt *runtime.Runtime, req *runtime.Request) field.ErrorList {
+	info, err := runtime.NewInfo(req, rt)
 	if err != nil {
 		var fe *field.Error
 		if errors.As(err, &fe) {
 			return field.ErrorList{fe}
 		}
-		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+		return field.ErrorList{field.InternalError(req.Paths.Spec, err)}
 	}
-	return f.validateInfo(info, oldJob, newJob)
+	return f.validateInfo(info, req)
 }
 
-func (f *Framework) validateInfo(info *runtime.Info, oldJob, newJob *trainer.TrainJob) field.ErrorList {
-	errs := f.validatePolicies(info)
+func (f *Framework) validateInfo(info *runtime.Info, req *runtime.Request) field.ErrorList {
+	errs := f.validatePolicies(info, req)
 	for _, p := range f.validate {
-		errs = append(errs, p.Validate(info, oldJob, newJob)...)
+		errs = append(errs, p.Validate(info, req)...)
 	}
 	return errs
 }
 
-// Build runs the pipeline for a TrainJob on a runtime and returns the plan of
-// children that run it. The TrainJob and the runtime are not modified. An
+// Build runs the pipeline for a request on a runtime and returns the plan of
+// children that run it. The request and the runtime are not modified. An
 // input the pipeline rejects is returned as an *InvalidError.
-func (f *Framework) Build(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Plan, error) {
-	info, err := runtime.NewInfo(job, rt)
+func (f *Framework) Build(req *runtime.Request, rt *runtime.Runtime) (*plan.Plan, error) {
+	info, err := runtime.NewInfo(req, rt)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	if errs := f.validateInfo(info, nil, job); len(errs) > 0 {
+	if errs := f.validateInfo(info, req); len(errs) > 0 {
 		return nil, &InvalidError{Errs: errs}
 	}
 	for _, p := range f.mlPolicy {
-		if err := p.EnforceMLPolicy(info, job); err != nil {
+		if err := p.EnforceMLPolicy(info, req); err != nil {
 			return nil, invalid(fmt.Errorf("plugin %s: %w", p.Name(), err))
 		}
 	}
 	for _, p := range f.podGroupPolicy {
-		if err := p.EnforcePodGroupPolicy(info, job); err != nil {
+		if err := p.EnforcePodGroupPolicy(info, req); err != nil {
 			return nil, invalid(fmt.Errorf("plugin %s: %w", p.Name(), err))
 		}
 	}
-	out := &plan.Plan{Suspended: runtime.Suspended(job)}
+	out := &plan.Plan{Suspended: req.Suspend}
 	for _, p := range f.build {
-		children, err := p.Build(info, job)
+		children, err := p.Build(info, req)
 		if err != nil {
 			return nil, invalid(fmt.Errorf("plugin %s: %w", p.Name(), err))
 		}
@@ -246,20 +240,12 @@ func (f *Framework) Build(job *trainer.TrainJob, rt *runtime.Runtime) (*plan.Pla
 	return out, nil
 }
 
-// Status lets the status plugins, in order, fill status from what was observed.
-func (f *Framework) Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus) {
+// Status lets the status plugins, in order, tell what they read of the
+// children of the job named name.
+func (f *Framework) Status(name string, obs *observe.Observed) Facts {
+	var facts Facts
 	for _, p := range f.status {
-		p.Status(job, obs, status)
+		p.Status(name, obs, &facts)
 	}
-}
-
-// GangWaiting returns the first gang plugin's reason why the job's pods wait
-// for their gang to be placed (waiting false when none says so).
-func (f *Framework) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (reason, message string, waiting bool) {
-	for _, p := range f.gang {
-		if r, m, ok := p.GangWaiting(job, obs); ok {
-			return r, m, true
-		}
-	}
-	return "", "", false
+	return facts
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // ---------------------------------------------------------------------------
@@ -46,14 +46,14 @@ type nameOnly struct{ fake }
 
 type validateP struct{ fake }
 
-func (p *validateP) Validate(_ *runtime.Info, _, _ *trainer.TrainJob) field.ErrorList {
+func (p *validateP) Validate(_ *runtime.Info, _ *runtime.Request) field.ErrorList {
 	p.rec.record(p.name, "Validate")
 	return p.errs
 }
 
 type mlP struct{ fake }
 
-func (p *mlP) EnforceMLPolicy(info *runtime.Info, _ *trainer.TrainJob) error {
+func (p *mlP) EnforceMLPolicy(info *runtime.Info, _ *runtime.Request) error {
 	p.rec.record(p.name, "EnforceMLPolicy")
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
@@ -64,14 +64,14 @@ func (p *mlP) EnforceMLPolicy(info *runtime.Info, _ *trainer.TrainJob) error {
 
 type podGroupP struct{ fake }
 
-func (p *podGroupP) EnforcePodGroupPolicy(_ *runtime.Info, _ *trainer.TrainJob) error {
+func (p *podGroupP) EnforcePodGroupPolicy(_ *runtime.Info, _ *runtime.Request) error {
 	p.rec.record(p.name, "EnforcePodGroupPolicy")
 	return p.err
 }
 
 type buildP struct{ fake }
 
-func (p *buildP) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
+func (p *buildP) Build(info *runtime.Info, _ *runtime.Request) ([]plan.Child, error) {
 	p.rec.record(p.name, "Build")
 	if p.err != nil {
 		return nil, p.err
@@ -81,37 +81,37 @@ func (p *buildP) Build(info *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, e
 
 type statusP struct{ fake }
 
-func (p *statusP) Status(_ *trainer.TrainJob, _ *observe.Observed, status *trainer.TrainJobStatus) {
+func (p *statusP) Status(_ string, _ *observe.Observed, facts *framework.Facts) {
 	p.rec.record(p.name, "Status")
-	status.Phase = trainer.TrainJobPhase(p.name)
+	facts.Gang = &framework.Waiting{Reason: p.name}
 }
 
 // allP implements every extension point.
 type allP struct{ fake }
 
-func (p *allP) Validate(_ *runtime.Info, _, _ *trainer.TrainJob) field.ErrorList {
+func (p *allP) Validate(_ *runtime.Info, _ *runtime.Request) field.ErrorList {
 	p.rec.record(p.name, "Validate")
 	return p.errs
 }
 
-func (p *allP) EnforceMLPolicy(_ *runtime.Info, _ *trainer.TrainJob) error {
+func (p *allP) EnforceMLPolicy(_ *runtime.Info, _ *runtime.Request) error {
 	p.rec.record(p.name, "EnforceMLPolicy")
 	return p.err
 }
 
-func (p *allP) EnforcePodGroupPolicy(_ *runtime.Info, _ *trainer.TrainJob) error {
+func (p *allP) EnforcePodGroupPolicy(_ *runtime.Info, _ *runtime.Request) error {
 	p.rec.record(p.name, "EnforcePodGroupPolicy")
 	return p.err
 }
 
-func (p *allP) Build(_ *runtime.Info, _ *trainer.TrainJob) ([]plan.Child, error) {
+func (p *allP) Build(_ *runtime.Info, _ *runtime.Request) ([]plan.Child, error) {
 	p.rec.record(p.name, "Build")
 	return []plan.Child{plan.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.name}})}, p.err
 }
 
-func (p *allP) Status(_ *trainer.TrainJob, _ *observe.Observed, status *trainer.TrainJobStatus) {
+func (p *allP) Status(_ string, _ *observe.Observed, facts *framework.Facts) {
 	p.rec.record(p.name, "Status")
-	status.Phase = trainer.TrainJobPhase(p.name)
+	facts.Gang = &framework.Waiting{Reason: p.name}
 }
 
 func f(name string, rec *recorder) fake { return fake{name: name, rec: rec} }
@@ -226,7 +226,7 @@ func TestExtensionPointOrder(t *testing.T) {
 	}
 	job := rtt.MakeTrainJob("ns", "job").Obj()
 	rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj()
-	built, err := fw.Build(job, rt)
+	built, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -254,17 +254,16 @@ func TestExtensionPointOrder(t *testing.T) {
 	}
 
 	rec.calls = nil
-	status := trainer.TrainJobStatus{}
-	fw.Status(job, nil, &status)
+	facts := fw.Status(job.Name, nil)
 	if diff := cmp.Diff([]string{"all.Status"}, rec.calls); diff != "" {
 		t.Errorf("Status calls (-want +got):\n%s", diff)
 	}
-	if status.Phase != "all" {
-		t.Errorf("status.Phase = %q, want the status plugin's mark", status.Phase)
+	if facts.Gang == nil || facts.Gang.Reason != "all" {
+		t.Errorf("facts = %+v, want the status plugin's mark", facts)
 	}
 
 	rec.calls = nil
-	if errs := fw.Validate(rt, nil, job); len(errs) != 0 {
+	if errs := fw.Validate(rt, runtime.TrainJobRequest(job)); len(errs) != 0 {
 		t.Errorf("Validate = %v", errs)
 	}
 	if diff := cmp.Diff([]string{"all.Validate", "v1.Validate"}, rec.calls); diff != "" {
@@ -277,10 +276,9 @@ func TestStatusWithoutStatusPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := trainer.TrainJobStatus{Phase: trainer.TrainJobRunning}
-	fw.Status(rtt.MakeTrainJob("ns", "job").Obj(), rtt.ObservedJobSet(&jobsetv1alpha2.JobSet{}), &status)
-	if diff := cmp.Diff(trainer.TrainJobStatus{Phase: trainer.TrainJobRunning}, status); diff != "" {
-		t.Errorf("status changed (-want +got):\n%s", diff)
+	facts := fw.Status("job", rtt.ObservedJobSet(&jobsetv1alpha2.JobSet{}))
+	if diff := cmp.Diff(framework.Facts{}, facts); diff != "" {
+		t.Errorf("facts without a status plugin (-want +got):\n%s", diff)
 	}
 }
 
@@ -397,7 +395,7 @@ func TestBuildErrors(t *testing.T) {
 			if job == nil {
 				job = rtt.MakeTrainJob("ns", "job").Obj()
 			}
-			built, err := fw.Build(job, rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj())
+			built, err := fw.Build(runtime.TrainJobRequest(job), rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj())
 			objs := built.Objects()
 			if err == nil {
 				t.Fatalf("Build succeeded with %d objects, want an error", len(objs))
@@ -495,7 +493,7 @@ func TestValidateWithRealPlugins(t *testing.T) {
 			if r == nil {
 				r = rt
 			}
-			got := fw.Validate(r, nil, tc.job)
+			got := fw.Validate(r, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, rtt.FieldErrs(got)); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}

@@ -8,9 +8,10 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // fuzzSeeds are TrainJob documents as users and tools write them.
@@ -72,7 +73,7 @@ func FuzzBuild(f *testing.F) {
 		r := *rt
 		r.Spec = *rt.Spec.DeepCopy()
 
-		built, err := fw.Build(&job, &r)
+		built, err := fw.Build(runtime.TrainJobRequest(&job), &r)
 
 		objs := built.Objects()
 

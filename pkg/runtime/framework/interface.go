@@ -2,15 +2,14 @@
 // one-method interface; a plugin implements the ones it needs. Plugins run in
 // the order they were given to New, which is declared in one place
 // (pkg/runtime/plugins), never in map order. Plugins are pure: they read the
-// TrainJob and the Info, never a client, and never change the TrainJob or the
-// runtime.
+// request (runtime.Request: what a job of any kind asks to run) and the Info,
+// never a client, and never change the request, the job or the runtime.
 package framework
 
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
@@ -21,18 +20,19 @@ type Plugin interface {
 	Name() string
 }
 
-// ValidatePlugin checks a TrainJob against its runtime. oldJob is nil on create.
-// Errors carry field paths of the TrainJob (or of the runtime, under "runtime").
+// ValidatePlugin checks a request against its runtime. Errors carry the
+// paths of the job's fields (req.Paths), or of the runtime's (under
+// "runtime").
 type ValidatePlugin interface {
 	Plugin
-	Validate(info *runtime.Info, oldJob, newJob *trainer.TrainJob) field.ErrorList
+	Validate(info *runtime.Info, req *runtime.Request) field.ErrorList
 }
 
 // MLPolicyPlugin shapes the training pods for the runtime's ML policy: node
 // count, processes per node, the framework's distributed environment.
 type MLPolicyPlugin interface {
 	Plugin
-	EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
+	EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error
 }
 
 // PolicyClaimer says which ML policy sources (see PolicyNames: "torch", "mpi",
@@ -46,14 +46,14 @@ type PolicyClaimer interface {
 // PodGroupPolicyPlugin prepares the pods for gang scheduling.
 type PodGroupPolicyPlugin interface {
 	Plugin
-	EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error
+	EnforcePodGroupPolicy(info *runtime.Info, req *runtime.Request) error
 }
 
-// BuildPlugin emits children of the TrainJob from the finished Info, each with
+// BuildPlugin emits children of the job from the finished Info, each with
 // its sync rule. Objects carry no owner reference; the syncer adds it.
 type BuildPlugin interface {
 	Plugin
-	Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error)
+	Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error)
 }
 
 // OwnerPlugin declares the kinds of children a plugin's Build emits (an empty
@@ -65,18 +65,29 @@ type OwnerPlugin interface {
 	Owns() []client.Object
 }
 
-// StatusPlugin fills the part of a TrainJob's status that comes from its
-// children, from what the reconciler observed (never a client).
+// StatusPlugin tells what it reads of the children it emits, from what the
+// reconciler observed of the job named name (never a client): facts in no
+// kind's terms, which each kind maps onto its own status.
 type StatusPlugin interface {
 	Plugin
-	Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus)
+	Status(name string, obs *observe.Observed, facts *Facts)
 }
 
-// GangPlugin explains why a job's pods wait to be placed as one gang, from
-// the child a gang scheduler updates (its PodGroup). waiting is false when
-// the plugin has no gang for the job, or the gang is placed: the pods then
-// speak for themselves.
-type GangPlugin interface {
-	Plugin
-	GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (reason, message string, waiting bool)
+// Facts are what the status plugins read of a job's children.
+type Facts struct {
+	// Finished is how the job's JobSet finished, nil while it runs (or has
+	// none).
+	Finished *observe.Finish
+	// Jobs are the counts of the JobSet's replicated jobs, in its order
+	// (nil: no JobSet; empty: it reports none yet).
+	Jobs []observe.JobCounts
+	// Gang says why the job's pods wait to be placed as one gang (a PodGroup
+	// the scheduler has not placed yet); nil when no gang plugin says so:
+	// the pods then speak for themselves.
+	Gang *Waiting
+}
+
+// Waiting is why something waits: a reason (one word) and a message.
+type Waiting struct {
+	Reason, Message string
 }

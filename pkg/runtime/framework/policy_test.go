@@ -8,9 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // A runtime whose ML policy no plugin claims is rejected with the runtime
@@ -62,7 +63,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 			rt := w.Obj()
 			job := rtt.MakeTrainJob("ns", "job").Obj()
 			var errs field.ErrorList
-			for _, e := range fw.Validate(rt, nil, job) {
+			for _, e := range fw.Validate(rt, runtime.TrainJobRequest(job)) {
 				if e.Field == "spec.runtimeRef" {
 					errs = append(errs, e)
 				}
@@ -97,7 +98,7 @@ func TestUnclaimedPolicies(t *testing.T) {
 			}
 
 			// Through the pipeline it is an InvalidError, and nothing is built.
-			built, err := fw.Build(job, rt)
+			built, err := fw.Build(runtime.TrainJobRequest(job), rt)
 			if !framework.IsInvalid(err) || built != nil {
 				t.Errorf("Build = %v, %v; want no plan and an InvalidError", built, err)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // pluginsPath is the import path under which every plugin has its package.
@@ -123,20 +123,8 @@ func pluginImporters(t *testing.T, root string) []string {
 // so does an exception that went away.
 func TestOnlyKnownPackagesImportPlugins(t *testing.T) {
 	want := []string{
-		// The manager hands the TrainJob status server's settings to the
-		// trainjobstatus plugin's options.
-		"cmd/trainyard-manager imports trainjobstatus",
 		// The TrainJob kind parses --kueue-mode into the kueue plugin's mode.
 		"pkg/controller/trainjob imports kueue",
-		// "The JobSet finished" is one rule, the JobSet plugin's
-		// (jobset.Finished), for the TrainJob's deadline and PyTorchJob's
-		// conditions too.
-		"pkg/controller/trainjob imports jobset",
-		"pkg/legacy/pytorchjob imports jobset",
-		// The PyTorchJob kind runs a pipeline of its own: the JobSet and gang
-		// plugins, and their PodGroup kinds.
-		"pkg/legacy/pytorchjob imports coscheduling",
-		"pkg/legacy/pytorchjob imports volcano",
 		// The local cluster (make cluster-up, the tests' clusters) turns on
 		// Kueue's integrations for the manager's --kueue-mode.
 		"pkg/localcluster imports kueue",

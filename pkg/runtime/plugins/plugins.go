@@ -25,13 +25,16 @@ import (
 type Options struct {
 	// KueueMode says how Kueue is set up (default kueue.ModeTrainJob).
 	KueueMode kueue.Mode
-	// ClusterDomain is the cluster's DNS domain (default runtime.DefaultClusterDomain):
-	// elastic torch jobs rendezvous at a pod's fully qualified name, and Flux
-	// brokers connect to each other by theirs.
+	// ClusterDomain is the cluster's DNS domain (the manager's,
+	// jobframework.Manager.ClusterDomain; empty only without a manager,
+	// which means runtime.DefaultClusterDomain): elastic torch jobs
+	// rendezvous at a pod's fully qualified name, and Flux brokers connect
+	// to each other by theirs.
 	ClusterDomain string
-	// Progress configures the trainer status injection (trainjobstatus.Config);
-	// nil turns it off.
-	Progress *trainjobstatus.Config
+	// StatusServerURL is where trainers report their progress (the
+	// manager's status server, jobframework.Manager.StatusServerURL); ""
+	// turns the trainer status injection off.
+	StatusServerURL string
 }
 
 // Ordered returns the plugins in the order they run:
@@ -51,6 +54,10 @@ func Ordered(opts Options) []framework.Plugin {
 	if domain == "" {
 		domain = runtime.DefaultClusterDomain
 	}
+	var progress *trainjobstatus.Config
+	if opts.StatusServerURL != "" {
+		progress = &trainjobstatus.Config{BaseURL: opts.StatusServerURL}
+	}
 	return []framework.Plugin{
 		resources.New(),
 		initializer.New(),
@@ -59,12 +66,25 @@ func Ordered(opts Options) []framework.Plugin {
 		jax.New(),
 		xgboost.New(),
 		&flux.Flux{ClusterDomain: domain},
-		trainjobstatus.New(opts.Progress),
+		trainjobstatus.New(progress),
 		kueue.New(mode),
 		coscheduling.New(),
 		volcano.New(),
 		jobset.New(),
 	}
+}
+
+// ForPodTemplates returns, in the order they run, the plugins of a kind
+// whose runtime brings complete pod templates (the kubeflow.org/v1 kinds:
+// their replica specs are the pods): gang scheduling by the runtime's
+// podGroupPolicy (coscheduling, Volcano; the request's gang policy shapes
+// the PodGroup) and the JobSet. Such a kind puts its own plugins (a
+// PyTorchJob's Services) before these. The TrainJob's plugins for
+// resources, ML policies, the status server and Kueue are not among them:
+// the pods are complete, and Kueue queues such a job itself, never its
+// JobSet.
+func ForPodTemplates() []framework.Plugin {
+	return []framework.Plugin{coscheduling.New(), volcano.New(), jobset.New()}
 }
 
 // NewFramework returns a framework with the declared plugins.

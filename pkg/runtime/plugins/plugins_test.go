@@ -15,11 +15,12 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func TestOrdered(t *testing.T) {
@@ -112,7 +113,7 @@ func TestBuildShippedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := fw.Build(job, rt)
+	built, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	objs := built.Objects()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -178,7 +179,7 @@ func TestBuildTorchDistributed(t *testing.T) {
 			if r == nil {
 				r = rt
 			}
-			built, err := fw.Build(tc.job, r)
+			built, err := fw.Build(runtime.TrainJobRequest(tc.job), r)
 			objs := built.Objects()
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
@@ -215,13 +216,12 @@ func TestStatusThroughFramework(t *testing.T) {
 		Conditions:           []metav1.Condition{{Type: "Completed", Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"}},
 		ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Succeeded: 1}},
 	}
-	var status trainer.TrainJobStatus
-	fw.Status(rtt.MakeTrainJob("default", "job").Obj(), rtt.ObservedJobSet(js), &status)
-	want := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{{Type: "Complete", Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"}},
-		JobsStatus: []trainer.JobStatus{{Name: "node", Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Active: ptr.To[int32](0), Suspended: ptr.To[int32](0)}},
+	got := fw.Status("job", rtt.ObservedJobSet(js))
+	want := framework.Facts{
+		Finished: &observe.Finish{Reason: "AllJobsCompleted", Message: "jobset completed successfully"},
+		Jobs:     []observe.JobCounts{{Name: "node", Succeeded: 1}},
 	}
-	if diff := cmp.Diff(want, status); diff != "" {
-		t.Errorf("status (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("facts (-want +got):\n%s", diff)
 	}
 }

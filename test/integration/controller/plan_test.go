@@ -19,15 +19,24 @@ import (
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // Test-only plugins, registered after Trainyard's own (see TestMain). Each
-// acts only on TrainJobs that carry its annotation, so the other tests of the
-// suite do not see them.
+// acts only on jobs that carry its label, so the other tests of the suite do
+// not see them.
 const (
-	configMapAnnotation = "test.trainyard.io/configmap"
-	podGroupAnnotation  = "test.trainyard.io/podgroup"
+	configMapLabel = "test.trainyard.io/configmap"
+	podGroupLabel  = "test.trainyard.io/podgroup"
+)
+
+// The test plugins implement the extension points they are registered for
+// (a plugin that misses one is silently skipped).
+var (
+	_ framework.BuildPlugin = configMapPlugin{}
+	_ framework.OwnerPlugin = configMapPlugin{}
+	_ framework.BuildPlugin = podGroupPlugin{}
+	_ framework.OwnerPlugin = podGroupPlugin{}
 )
 
 // configMapPlugin emits a ConfigMap next to the JobSet with the JobSet's
@@ -38,8 +47,8 @@ func (configMapPlugin) Name() string { return "TestConfigMap" }
 
 func (configMapPlugin) Owns() []client.Object { return []client.Object{&corev1.ConfigMap{}} }
 
-func (configMapPlugin) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
-	if job.Annotations[configMapAnnotation] == "" {
+func (configMapPlugin) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
+	if req.Labels[configMapLabel] == "" {
 		return nil, nil
 	}
 	data := map[string]string{}
@@ -47,7 +56,7 @@ func (configMapPlugin) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.
 		data[k] = v
 	}
 	return []plan.Child{plan.Apply(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-cfg"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-cfg"},
 		Data:       data,
 	})}, nil
 }
@@ -68,13 +77,13 @@ func (podGroupPlugin) Name() string { return "TestPodGroup" }
 
 func (podGroupPlugin) Owns() []client.Object { return []client.Object{newPodGroup()} }
 
-func (podGroupPlugin) Build(_ *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
-	if job.Annotations[podGroupAnnotation] == "" {
+func (podGroupPlugin) Build(_ *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
+	if req.Labels[podGroupLabel] == "" {
 		return nil, nil
 	}
 	pg := newPodGroup()
-	pg.SetNamespace(job.Namespace)
-	pg.SetName(job.Name)
+	pg.SetNamespace(req.Namespace)
+	pg.SetName(req.Name)
 	return []plan.Child{plan.Apply(pg)}, nil
 }
 
@@ -88,7 +97,7 @@ func TestPlanChildConfigMap(t *testing.T) {
 	ns := newNamespace(t)
 	applyFile(t, ns, "runtimes/torch-distributed.yaml")
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "withcm", func(j *trainer.TrainJob) {
-		j.Annotations = map[string]string{configMapAnnotation: "yes"}
+		j.Labels = map[string]string{configMapLabel: "yes"}
 		j.Spec.Suspend = ptr.To(true)
 		j.Spec.Labels = map[string]string{"team": "a"}
 	})))
@@ -102,7 +111,7 @@ func TestPlanChildConfigMap(t *testing.T) {
 	rv := cm.ResourceVersion
 
 	// An unchanged rendering is not written again.
-	patchTrainJob(t, ns, "withcm", func(j *trainer.TrainJob) { j.Annotations["touch"] = "1" })
+	patchTrainJob(t, ns, "withcm", func(j *trainer.TrainJob) { j.Annotations = map[string]string{"touch": "1"} })
 	consistently(t, 2e9, func() error {
 		var now corev1.ConfigMap
 		if err := env.Client.Get(ctx(), key, &now); err != nil {
@@ -142,7 +151,7 @@ func TestPlanChildKindNotServed(t *testing.T) {
 	ns := newNamespace(t)
 	applyFile(t, ns, "runtimes/torch-distributed.yaml")
 	require.NoError(t, env.Client.Create(ctx(), torchJob(ns, "nogang", func(j *trainer.TrainJob) {
-		j.Annotations = map[string]string{podGroupAnnotation: "yes"}
+		j.Labels = map[string]string{podGroupLabel: "yes"}
 	})))
 	job := waitCondition(t, ns, "nogang", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobChildKindNotServedReason)
 	msg := findCond(job, trainer.TrainJobCreated).Message

@@ -37,7 +37,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/controller"
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	rtframework "github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/kueue"
@@ -264,14 +264,15 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if opts.ExtraPlugins == nil {
 		opts.ExtraPlugins = e.ExtraPlugins
 	}
-	tj := trainjob.NewKind()
-	tj.Options = jobframework.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}
-	tj.Plugins.KueueMode = opts.KueueMode
-	tj.ExtraPlugins = opts.ExtraPlugins
-	kinds := controller.Kinds(tj)
+	kinds := controller.Kinds()
 	for _, k := range kinds {
-		if pj, ok := k.(*pytorchjobcontroller.Kind); ok {
-			pj.MaxConcurrentReconciles, pj.Clock = 4, opts.Clock
+		switch k := k.(type) {
+		case *trainjob.Kind:
+			k.Options = jobframework.Options{MaxConcurrentReconciles: 4, Clock: opts.Clock}
+			k.Plugins.KueueMode = opts.KueueMode
+			k.ExtraPlugins = opts.ExtraPlugins
+		case *pytorchjob.Kind:
+			k.MaxConcurrentReconciles, k.Clock = 4, opts.Clock
 		}
 	}
 	if opts.Kinds != nil {

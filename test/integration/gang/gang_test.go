@@ -24,11 +24,11 @@ import (
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
-	"github.com/trainyard/trainyard/pkg/controller/trainjob"
+	"github.com/trainyard/trainyard/pkg/controller/jobframework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/test/integration/framework"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var env *framework.Env
@@ -241,14 +241,14 @@ func TestVolcanoMissingPriorityClassInStatus(t *testing.T) {
 	createPriorityClass(t, "later")
 	// Nothing about the job changes, so it is looked at again after
 	// LookupRecheck; then its JobSet and PodGroup exist and the error goes.
-	deadline := time.Now().Add(trainjob.LookupRecheck + framework.Timeout)
+	deadline := time.Now().Add(jobframework.LookupRecheck + framework.Timeout)
 	for {
 		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "pc"}, &job)
 		if err == nil && meta.FindStatusCondition(job.Status.Conditions, trainer.TrainJobCreated) == nil && job.Status.Phase != "" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job not built %s after the PriorityClass was created: %v %+v", trainjob.LookupRecheck+framework.Timeout, err, job.Status)
+			t.Fatalf("job not built %s after the PriorityClass was created: %v %+v", jobframework.LookupRecheck+framework.Timeout, err, job.Status)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -24,8 +24,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
-	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/test/integration/framework"
 	"github.com/trainyard/trainyard/test/integration/kinds/testkind"
 )
@@ -108,7 +107,7 @@ func TestDisabledKindRegistersNothing(t *testing.T) {
 			base := baseline(t)
 			start(t, func(kinds []jobframework.Kind) {
 				for _, k := range kinds {
-					if pj, ok := k.(*pytorchjobcontroller.Kind); ok {
+					if pj, ok := k.(*pytorchjob.Kind); ok {
 						fs := newFlagSet(pj)
 						require.NoError(t, fs.Parse([]string{"--enable-pytorchjob=" + strconv.FormatBool(tc.enabled)}))
 					}
@@ -121,7 +120,7 @@ func TestDisabledKindRegistersNothing(t *testing.T) {
 
 			// The kind's metrics are in the manager's registry iff it
 			// registered them: registering them again fails then.
-			err := metrics.NewPyTorchJob().Register(env.Metrics)
+			err := pytorchjob.NewMetrics().Register(env.Metrics)
 			require.Equal(t, tc.enabled, err != nil, "PyTorchJob metrics registered: %v", err)
 
 			// Once TrainJobs are watched, the manager has started its

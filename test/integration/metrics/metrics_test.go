@@ -30,7 +30,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trainyard/trainyard/pkg/metrics"
+	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 	"github.com/trainyard/trainyard/pkg/metrics/serving"
 	"github.com/trainyard/trainyard/pkg/reviewlimit"
 	"github.com/trainyard/trainyard/test/integration/framework"
@@ -177,7 +177,7 @@ func startMetricsWith(t *testing.T, limits *reviewlimit.Limits, trainJobMetrics 
 	// The endpoint serves controller-runtime's registry, where the manager
 	// registers its kinds' metrics (this test runs one manager).
 	if trainJobMetrics {
-		if err := metrics.NewTrainJob(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
+		if err := trainjob.NewMetrics(mgr.GetClient()).Register(crmetrics.Registry); err != nil {
 			t.Fatal(err)
 		}
 	}

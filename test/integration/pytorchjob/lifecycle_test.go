@@ -15,7 +15,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 )
 
 // runPolicy.suspend: a job created suspended gets a suspended JobSet (and its
@@ -25,8 +25,8 @@ func TestSuspendResume(t *testing.T) {
 	ns := newNamespace(t)
 	require.NoError(t, c.Create(ctx(), mnistJob(ns, "pausy", func(j *kubeflowv1.PyTorchJob) { j.Spec.RunPolicy.Suspend = ptr.To(true) })))
 	js := waitJobSetSuspended(t, ns, "pausy", true)
-	job := waitCondition(t, ns, "pausy", kubeflowv1.JobSuspended, corev1.ConditionTrue, legacy.ReasonSuspended)
-	require.Equal(t, "PyTorchJob pausy is suspended.", legacy.FindCondition(&job.Status, kubeflowv1.JobSuspended).Message)
+	job := waitCondition(t, ns, "pausy", kubeflowv1.JobSuspended, corev1.ConditionTrue, pytorchjob.ReasonSuspended)
+	require.Equal(t, "PyTorchJob pausy is suspended.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobSuspended).Message)
 	require.Equal(t, "Suspended", state(job))
 	require.Nil(t, job.Status.StartTime, "a job that never ran has no start time")
 	require.NoError(t, c.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "pausy-master-0"}, &corev1.Service{}))
@@ -34,19 +34,19 @@ func TestSuspendResume(t *testing.T) {
 	patchJob(t, ns, "pausy", func(j *kubeflowv1.PyTorchJob) { j.Spec.RunPolicy.Suspend = ptr.To(false) })
 	resumed := waitJobSetSuspended(t, ns, "pausy", false)
 	require.Equal(t, js.UID, resumed.UID, "resuming must not recreate the JobSet")
-	job = waitCondition(t, ns, "pausy", kubeflowv1.JobSuspended, corev1.ConditionFalse, legacy.ReasonResumed)
-	require.Equal(t, "PyTorchJob pausy is resumed.", legacy.FindCondition(&job.Status, kubeflowv1.JobSuspended).Message)
+	job = waitCondition(t, ns, "pausy", kubeflowv1.JobSuspended, corev1.ConditionFalse, pytorchjob.ReasonResumed)
+	require.Equal(t, "PyTorchJob pausy is resumed.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobSuspended).Message)
 	require.NotNil(t, job.Status.StartTime)
 
 	_, master := createPod(t, resumed, "master", 0)
 	master(corev1.PodRunning)
-	waitCondition(t, ns, "pausy", kubeflowv1.JobRunning, corev1.ConditionTrue, legacy.ReasonRunning)
+	waitCondition(t, ns, "pausy", kubeflowv1.JobRunning, corev1.ConditionTrue, pytorchjob.ReasonRunning)
 	waitCounts(t, ns, "pausy", map[kubeflowv1.ReplicaType]counts{"Master": {Active: 1}, "Worker": {}})
 
 	patchJob(t, ns, "pausy", func(j *kubeflowv1.PyTorchJob) { j.Spec.RunPolicy.Suspend = ptr.To(true) })
 	waitJobSetSuspended(t, ns, "pausy", true)
-	job = waitCondition(t, ns, "pausy", kubeflowv1.JobRunning, corev1.ConditionFalse, legacy.ReasonSuspended)
-	require.True(t, legacy.IsTrue(&job.Status, kubeflowv1.JobSuspended))
+	job = waitCondition(t, ns, "pausy", kubeflowv1.JobRunning, corev1.ConditionFalse, pytorchjob.ReasonSuspended)
+	require.True(t, pytorchjob.IsTrue(&job.Status, kubeflowv1.JobSuspended))
 	// The pod still reports Running (no Job controller here), but a suspended
 	// job has no active replicas: Kueue waits for that after preempting it.
 	waitCounts(t, ns, "pausy", map[kubeflowv1.ReplicaType]counts{"Master": {}, "Worker": {}})
@@ -63,7 +63,7 @@ func TestSuspendResume(t *testing.T) {
 				seen[e.Reason]++
 			}
 		}
-		for _, r := range []string{legacy.ReasonSuspended, legacy.ReasonResumed, "JobSetCreated"} {
+		for _, r := range []string{pytorchjob.ReasonSuspended, pytorchjob.ReasonResumed, "JobSetCreated"} {
 			if seen[r] == 0 {
 				return fmt.Errorf("no %s event (have %v)", r, seen)
 			}
@@ -108,7 +108,7 @@ func TestKueueAdmissionAndPreemption(t *testing.T) {
 
 	_, master := createPod(t, admitted, "master", 0)
 	master(corev1.PodRunning)
-	waitCondition(t, ns, "queued", kubeflowv1.JobRunning, corev1.ConditionTrue, legacy.ReasonRunning)
+	waitCondition(t, ns, "queued", kubeflowv1.JobRunning, corev1.ConditionTrue, pytorchjob.ReasonRunning)
 	waitCounts(t, ns, "queued", map[kubeflowv1.ReplicaType]counts{"Master": {Active: 1}, "Worker": {}})
 
 	// Preemption: suspend, and restore the templates.
@@ -126,8 +126,8 @@ func TestKueueAdmissionAndPreemption(t *testing.T) {
 		return nil
 	})
 	waitCounts(t, ns, "queued", map[kubeflowv1.ReplicaType]counts{"Master": {}, "Worker": {}})
-	job := waitCondition(t, ns, "queued", kubeflowv1.JobSuspended, corev1.ConditionTrue, legacy.ReasonSuspended)
-	require.False(t, legacy.IsTrue(&job.Status, kubeflowv1.JobRunning), "a preempted job is not PodsReady")
+	job := waitCondition(t, ns, "queued", kubeflowv1.JobSuspended, corev1.ConditionTrue, pytorchjob.ReasonSuspended)
+	require.False(t, pytorchjob.IsTrue(&job.Status, kubeflowv1.JobRunning), "a preempted job is not PodsReady")
 }
 
 // cleanPodPolicy All deletes every pod and the Services once the job
@@ -199,8 +199,8 @@ func TestActiveDeadline(t *testing.T) {
 		j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](2)
 	})))
 	js := waitJobSet(t, ns, "slow")
-	job := waitCondition(t, ns, "slow", kubeflowv1.JobFailed, corev1.ConditionTrue, legacy.ReasonFailed)
-	require.Equal(t, "Job slow has failed because it was active longer than specified deadline", legacy.FindCondition(&job.Status, kubeflowv1.JobFailed).Message)
+	job := waitCondition(t, ns, "slow", kubeflowv1.JobFailed, corev1.ConditionTrue, pytorchjob.ReasonFailed)
+	require.Equal(t, "Job slow has failed because it was active longer than specified deadline", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobFailed).Message)
 	require.GreaterOrEqual(t, job.Status.CompletionTime.Sub(job.Status.StartTime.Time), 2*time.Second)
 	eventually(t, func() error {
 		if err := c.Get(ctx(), client.ObjectKeyFromObject(js), &jobsetv1alpha2.JobSet{}); !apierrors.IsNotFound(err) {
@@ -224,17 +224,17 @@ func TestActiveDeadlineRestartsOnResume(t *testing.T) {
 	patchJob(t, ns, "paused", func(j *kubeflowv1.PyTorchJob) { j.Spec.RunPolicy.Suspend = ptr.To(true) })
 	waitCondition(t, ns, "paused", kubeflowv1.JobSuspended, corev1.ConditionTrue, "")
 	time.Sleep(3500 * time.Millisecond) // past the deadline, while suspended
-	require.False(t, legacy.IsTrue(&getJob(t, ns, "paused").Status, kubeflowv1.JobFailed), "a suspended job failed its deadline")
+	require.False(t, pytorchjob.IsTrue(&getJob(t, ns, "paused").Status, kubeflowv1.JobFailed), "a suspended job failed its deadline")
 
 	patchJob(t, ns, "paused", func(j *kubeflowv1.PyTorchJob) { j.Spec.RunPolicy.Suspend = ptr.To(false) })
-	waitCondition(t, ns, "paused", kubeflowv1.JobSuspended, corev1.ConditionFalse, legacy.ReasonResumed)
+	waitCondition(t, ns, "paused", kubeflowv1.JobSuspended, corev1.ConditionFalse, pytorchjob.ReasonResumed)
 	consistently(t, 1500*time.Millisecond, func() error {
-		if legacy.IsTrue(&getJob(t, ns, "paused").Status, kubeflowv1.JobFailed) {
+		if pytorchjob.IsTrue(&getJob(t, ns, "paused").Status, kubeflowv1.JobFailed) {
 			return fmt.Errorf("failed right after resuming")
 		}
 		return nil
 	})
-	waitCondition(t, ns, "paused", kubeflowv1.JobFailed, corev1.ConditionTrue, legacy.ReasonFailed)
+	waitCondition(t, ns, "paused", kubeflowv1.JobFailed, corev1.ConditionTrue, pytorchjob.ReasonFailed)
 }
 
 // finish marks the JobSet completed, as the JobSet controller does once the

@@ -19,7 +19,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 )
 
 // The Kubeflow mnist examples apply unchanged and become a JobSet with a
@@ -68,7 +68,7 @@ func TestMnistExamples(t *testing.T) {
 				require.Equal(t, job.UID, metav1.GetControllerOf(&svc).UID)
 			}
 
-			job = waitCondition(t, ns, name, kubeflowv1.JobCreated, corev1.ConditionTrue, legacy.ReasonCreated)
+			job = waitCondition(t, ns, name, kubeflowv1.JobCreated, corev1.ConditionTrue, pytorchjob.ReasonCreated)
 			require.Equal(t, "PyTorchJob "+name+" is created.", job.Status.Conditions[0].Message)
 			require.Equal(t, "Created", state(job))
 			require.NotNil(t, job.Status.StartTime)
@@ -175,8 +175,8 @@ func TestInvalidJobFails(t *testing.T) {
 		}}},
 	}
 	require.NoError(t, c.Create(ctx(), job))
-	got := waitCondition(t, ns, "two-masters", kubeflowv1.JobFailed, corev1.ConditionTrue, legacy.ReasonFailedValidation)
-	msg := legacy.FindCondition(&got.Status, kubeflowv1.JobFailed).Message
+	got := waitCondition(t, ns, "two-masters", kubeflowv1.JobFailed, corev1.ConditionTrue, pytorchjob.ReasonFailedValidation)
+	msg := pytorchjob.FindCondition(&got.Status, kubeflowv1.JobFailed).Message
 	for _, want := range []string{"spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1",
 		"spec.pytorchReplicaSpecs[Master].template.spec.containers: Required value: must have at least one container with name pytorch"} {
 		require.True(t, strings.Contains(msg, want), "message %q lacks %q", msg, want)

@@ -13,7 +13,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 )
 
 // counts is a role's replica status without its selector.
@@ -50,22 +50,22 @@ func TestStatusTransitions(t *testing.T) {
 	_, worker := createPod(t, js, "worker-0", 0)
 
 	master(corev1.PodRunning)
-	job := waitCondition(t, ns, "life", kubeflowv1.JobRunning, corev1.ConditionTrue, legacy.ReasonRunning)
-	require.Equal(t, "PyTorchJob life is running.", legacy.FindCondition(&job.Status, kubeflowv1.JobRunning).Message)
+	job := waitCondition(t, ns, "life", kubeflowv1.JobRunning, corev1.ConditionTrue, pytorchjob.ReasonRunning)
+	require.Equal(t, "PyTorchJob life is running.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobRunning).Message)
 	require.Equal(t, "Running", state(job))
 	waitCounts(t, ns, "life", map[kubeflowv1.ReplicaType]counts{"Master": {Active: 1}, "Worker": {}})
 
 	worker(corev1.PodFailed)
-	job = waitCondition(t, ns, "life", kubeflowv1.JobRestarting, corev1.ConditionTrue, legacy.ReasonRestarting)
-	require.Equal(t, "PyTorchJob life is restarting because 1 Worker replica(s) failed.", legacy.FindCondition(&job.Status, kubeflowv1.JobRestarting).Message)
-	require.Nil(t, legacy.FindCondition(&job.Status, kubeflowv1.JobRunning), "Restarting replaces Running")
+	job = waitCondition(t, ns, "life", kubeflowv1.JobRestarting, corev1.ConditionTrue, pytorchjob.ReasonRestarting)
+	require.Equal(t, "PyTorchJob life is restarting because 1 Worker replica(s) failed.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobRestarting).Message)
+	require.Nil(t, pytorchjob.FindCondition(&job.Status, kubeflowv1.JobRunning), "Restarting replaces Running")
 	require.Equal(t, "Restarting", state(job))
 
 	// The Job controller replaces the failed pod.
 	_, replacement := createPodNamed(t, js, "worker-0", 0, "life-worker-0-0-0-fghij")
 	replacement(corev1.PodRunning)
-	job = waitCondition(t, ns, "life", kubeflowv1.JobRunning, corev1.ConditionTrue, legacy.ReasonRunning)
-	require.Nil(t, legacy.FindCondition(&job.Status, kubeflowv1.JobRestarting))
+	job = waitCondition(t, ns, "life", kubeflowv1.JobRunning, corev1.ConditionTrue, pytorchjob.ReasonRunning)
+	require.Nil(t, pytorchjob.FindCondition(&job.Status, kubeflowv1.JobRestarting))
 	waitCounts(t, ns, "life", map[kubeflowv1.ReplicaType]counts{"Master": {Active: 1}, "Worker": {Active: 1, Failed: 1}})
 
 	master(corev1.PodSucceeded)
@@ -73,9 +73,9 @@ func TestStatusTransitions(t *testing.T) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "master", Succeeded: 1}, {Name: "worker-0", Active: 1}}
 		s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")}
 	})
-	job = waitCondition(t, ns, "life", kubeflowv1.JobSucceeded, corev1.ConditionTrue, legacy.ReasonSucceeded)
-	require.Equal(t, "PyTorchJob life is successfully completed.", legacy.FindCondition(&job.Status, kubeflowv1.JobSucceeded).Message)
-	require.Equal(t, corev1.ConditionFalse, legacy.FindCondition(&job.Status, kubeflowv1.JobRunning).Status)
+	job = waitCondition(t, ns, "life", kubeflowv1.JobSucceeded, corev1.ConditionTrue, pytorchjob.ReasonSucceeded)
+	require.Equal(t, "PyTorchJob life is successfully completed.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobSucceeded).Message)
+	require.Equal(t, corev1.ConditionFalse, pytorchjob.FindCondition(&job.Status, kubeflowv1.JobRunning).Status)
 	require.Equal(t, "Succeeded", state(job))
 	require.NotNil(t, job.Status.CompletionTime)
 	// v1 counts replicas still active at success as succeeded.
@@ -99,8 +99,8 @@ func TestFailedStatus(t *testing.T) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "master", Active: 1}, {Name: "worker-0", Failed: 1}}
 		s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures (first failed job: doomed-worker-0-0)")}
 	})
-	job := waitCondition(t, ns, "doomed", kubeflowv1.JobFailed, corev1.ConditionTrue, legacy.ReasonFailed)
-	require.Equal(t, "PyTorchJob doomed is failed because 1 Worker replica(s) failed.", legacy.FindCondition(&job.Status, kubeflowv1.JobFailed).Message)
+	job := waitCondition(t, ns, "doomed", kubeflowv1.JobFailed, corev1.ConditionTrue, pytorchjob.ReasonFailed)
+	require.Equal(t, "PyTorchJob doomed is failed because 1 Worker replica(s) failed.", pytorchjob.FindCondition(&job.Status, kubeflowv1.JobFailed).Message)
 	require.Equal(t, "Failed", state(job))
 	require.NotNil(t, job.Status.CompletionTime)
 

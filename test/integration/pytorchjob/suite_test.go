@@ -29,8 +29,7 @@ import (
 
 	kubeflowv1 "github.com/trainyard/trainyard/apis/kubeflow/v1"
 	"github.com/trainyard/trainyard/pkg/controller"
-	"github.com/trainyard/trainyard/pkg/controller/pytorchjobcontroller"
-	legacy "github.com/trainyard/trainyard/pkg/legacy/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/test/integration/framework"
 )
 
@@ -61,7 +60,7 @@ func startManager() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := pytorchjobcontroller.SetupWithManager(mgr, pytorchjobcontroller.Options{MaxConcurrentReconciles: 4}); err != nil {
+	if err := pytorchjob.SetupWithManager(mgr, pytorchjob.Options{MaxConcurrentReconciles: 4}); err != nil {
 		return nil, err
 	}
 	return framework.RunManager(mgr, "manager"), nil
@@ -149,7 +148,7 @@ func waitCondition(t *testing.T, ns, name string, condType kubeflowv1.JobConditi
 	var job *kubeflowv1.PyTorchJob
 	eventually(t, func() error {
 		job = getJob(t, ns, name)
-		cond := legacy.FindCondition(&job.Status, condType)
+		cond := pytorchjob.FindCondition(&job.Status, condType)
 		if cond == nil || cond.Status != status || (reason != "" && cond.Reason != reason) {
 			return fmt.Errorf("condition %s: want %s/%s, have %+v (all: %+v)", condType, status, reason, cond, job.Status.Conditions)
 		}
@@ -214,7 +213,7 @@ func createPodNamed(t *testing.T, js *jobsetv1alpha2.JobSet, rjob string, index 
 	labels := tmpl.Labels
 	for k, v := range map[string]string{
 		jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.JobSetUIDKey: string(js.UID), jobsetv1alpha2.ReplicatedJobNameKey: rjob,
-		"job-name": batchJob, "batch.kubernetes.io/job-name": batchJob, legacy.CompletionIndexLabel: fmt.Sprint(index),
+		"job-name": batchJob, "batch.kubernetes.io/job-name": batchJob, pytorchjob.CompletionIndexLabel: fmt.Sprint(index),
 	} {
 		labels[k] = v
 	}

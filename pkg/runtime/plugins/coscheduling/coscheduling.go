@@ -51,7 +51,7 @@ var (
 	_ framework.PodGroupPolicyPlugin = (*Coscheduling)(nil)
 	_ framework.BuildPlugin          = (*Coscheduling)(nil)
 	_ framework.OwnerPlugin          = (*Coscheduling)(nil)
-	_ framework.GangPlugin           = (*Coscheduling)(nil)
+	_ framework.StatusPlugin         = (*Coscheduling)(nil)
 )
 
 // New returns the plugin.
@@ -78,7 +78,7 @@ func policy(info *runtime.Info) *trainer.CoschedulingPodGroupPolicySource {
 }
 
 // EnforcePodGroupPolicy labels every pod template with the PodGroup's name.
-func (*Coscheduling) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (*Coscheduling) EnforcePodGroupPolicy(info *runtime.Info, req *runtime.Request) error {
 	if policy(info) == nil {
 		return nil
 	}
@@ -87,26 +87,27 @@ func (*Coscheduling) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.Trai
 		if tmpl.Labels == nil {
 			tmpl.Labels = map[string]string{}
 		}
-		tmpl.Labels[PodGroupLabel] = job.Name
+		tmpl.Labels[PodGroupLabel] = req.Name
 	}
 	return nil
 }
 
-// Build emits the PodGroup: every pod of the job, their summed requests and
-// the runtime's schedule timeout. It is applied while the TrainJob is
-// suspended and left alone once it runs.
-func (*Coscheduling) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+// Build emits the PodGroup: every pod of the job, their summed requests
+// (unless the request's gang policy says otherwise) and the runtime's
+// schedule timeout. It is applied while the job is suspended and left alone
+// once it runs.
+func (*Coscheduling) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	p := policy(info)
 	if p == nil {
 		return nil, nil
 	}
-	spec := info.Gang().PodGroupSpec()
+	spec := req.Gang.Apply(info.Gang()).PodGroupSpec()
 	spec["scheduleTimeoutSeconds"] = int64(ptr.Deref(p.ScheduleTimeoutSeconds, DefaultScheduleTimeoutSeconds))
 	pg := NewPodGroup()
-	pg.SetName(job.Name)
-	pg.SetNamespace(job.Namespace)
+	pg.SetName(req.Name)
+	pg.SetNamespace(req.Namespace)
 	if err := unstructured.SetNestedField(pg.Object, spec, "spec"); err != nil {
-		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
+		return nil, fmt.Errorf("rendering PodGroup %s: %w", req.Name, err)
 	}
 	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
 }
@@ -115,7 +116,18 @@ func (*Coscheduling) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Ch
 // speak for themselves.
 var placedPhases = map[string]bool{"Scheduled": true, "Running": true, "Succeeded": true, "Finished": true, "Failed": true}
 
-// GangWaiting says why the job's pods wait, while its PodGroup is not
+// Status implements framework.StatusPlugin: why the job's pods wait (the
+// first gang plugin to say so wins, see gangWaiting).
+func (*Coscheduling) Status(name string, obs *observe.Observed, facts *framework.Facts) {
+	if facts.Gang != nil {
+		return
+	}
+	if reason, msg, ok := gangWaiting(name, obs); ok {
+		facts.Gang = &framework.Waiting{Reason: reason, Message: msg}
+	}
+}
+
+// gangWaiting says why the job's pods wait, while its PodGroup is not
 // scheduled yet: the group's phase and count, and the scheduler's reason on
 // the first pod it left unscheduled (the coscheduling plugin writes why the
 // gang does not fit there, e.g. a permit timeout).
@@ -125,11 +137,11 @@ var placedPhases = map[string]bool{"Scheduled": true, "Running": true, "Succeede
 // writes status.scheduled nor the Scheduled phase, and keeps a placed group in
 // Scheduling until its pods run. Once minMember pods are bound the gang no
 // longer waits.
-func (*Coscheduling) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+func gangWaiting(name string, obs *observe.Observed) (string, string, bool) {
 	if obs == nil {
 		return "", "", false
 	}
-	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: name}].(*unstructured.Unstructured)
 	if !ok {
 		return "", "", false
 	}

@@ -15,9 +15,10 @@ import (
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/coscheduling"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func podGroup(spec map[string]any) *unstructured.Unstructured {
@@ -95,7 +96,7 @@ func TestBuild(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := fw.Build(tc.job, tc.rt)
+			p, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,10 +205,14 @@ func TestGangWaiting(t *testing.T) {
 			if tc.pg != nil {
 				obs.Children[childsync.Key{GroupKind: coscheduling.PodGroupGVK.GroupKind(), Name: "job"}] = tc.pg
 			}
+			var facts framework.Facts
+			coscheduling.New().Status(job.Name, obs, &facts)
 			var got want
-			got.Reason, got.Message, got.Waiting = coscheduling.New().GangWaiting(job, obs)
+			if facts.Gang != nil {
+				got = want{facts.Gang.Reason, facts.Gang.Message, true}
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("GangWaiting (-want +got):\n%s", diff)
+				t.Errorf("gang facts (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -71,7 +71,8 @@ func CurveSecret(job string) string { return job + "-flux-curve" }
 // Flux is the plugin.
 type Flux struct {
 	// ClusterDomain completes the brokers' addresses
-	// (<pod>.<subdomain>.<namespace>.svc.<domain>); "" means cluster.local.
+	// (<pod>.<subdomain>.<namespace>.svc.<domain>; plugins.Ordered passes
+	// the manager's).
 	ClusterDomain string
 }
 
@@ -105,13 +106,13 @@ func policy(info *runtime.Info) *trainer.FluxMLPolicySource {
 // Validate rejects a process count below 1, a runtime that already has an
 // init container of the installer's name (Kubeflow Trainer's messages and
 // paths), and a runtime without the node job and container the brokers run in.
-func (*Flux) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (*Flux) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	if policy(info) == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
-		path := field.NewPath("spec", "trainer", "numProcPerNode")
+	if t := req.Trainer; t != nil && t.NumProcPerNode != nil {
+		path := req.Paths.Trainer.Child("numProcPerNode")
 		switch v := *t.NumProcPerNode; {
 		case v.Type == intstr.String:
 			errs = append(errs, field.Invalid(path, v.StrVal, "must be an integer for Flux TrainJob"))
@@ -123,25 +124,25 @@ func (*Flux) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorL
 	if ps != nil {
 		for _, ic := range ps.InitContainers {
 			if ic.Name == InstallerContainer {
-				errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "initContainers"), ic.Name,
+				errs = append(errs, field.Invalid(req.Paths.Trainer.Child("initContainers"), ic.Name,
 					fmt.Sprintf("InitContainer '%s' is reserved", InstallerContainer)))
 			}
 		}
 	}
 	// The entrypoint volume is named after its ConfigMap, and volume names are DNS labels.
-	if vol := EntrypointConfigMap(job.Name); len(vol) > validation.DNS1123LabelMaxLength {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name,
+	if vol := EntrypointConfigMap(req.Name); len(vol) > validation.DNS1123LabelMaxLength {
+		errs = append(errs, field.Invalid(req.Paths.Name, req.Name,
 			fmt.Sprintf("must be no more than %d characters on a Flux runtime: the volume %s must fit in %d characters",
 				validation.DNS1123LabelMaxLength-len(EntrypointConfigMap("")), vol, validation.DNS1123LabelMaxLength)))
 	}
 	c := info.Container(NodeJob, trainer.NodeContainer)
 	if c == nil {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+		errs = append(errs, field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 			fmt.Sprintf("flux runtime %s %q has no replicated job %q with a %q container", info.Runtime.Kind, info.Runtime.Name,
 				NodeJob, trainer.NodeContainer)))
 		return errs
 	}
-	return append(errs, validateSettings(info, job, settings(c))...)
+	return append(errs, validateSettings(info, req, settings(c))...)
 }
 
 // safeSetting is what FLUX_QUEUE_POLICY and FLUX_NETWORK_DEVICE may hold:
@@ -152,7 +153,7 @@ var safeSetting = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // validateSettings checks the settings that reach the scripts, naming where
 // each bad value was set: the TrainJob's spec.trainer.env, else the runtime.
-func validateSettings(info *runtime.Info, job *trainer.TrainJob, set map[string]string) field.ErrorList {
+func validateSettings(info *runtime.Info, req *runtime.Request, set map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	for _, name := range []string{EnvQueuePolicy, EnvNetworkDevice} {
 		v := set[name]
@@ -160,15 +161,15 @@ func validateSettings(info *runtime.Info, job *trainer.TrainJob, set map[string]
 			continue
 		}
 		msg := fmt.Sprintf("%s must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration", name)
-		path, value := field.NewPath("spec", "runtimeRef", "name"), any(info.Runtime.Name)
-		if t := job.Spec.Trainer; t != nil {
+		path, value, fromJob := req.Paths.Runtime, any(info.Runtime.Name), false
+		if t := req.Trainer; t != nil {
 			for i, e := range t.Env {
 				if e.Name == name {
-					path, value = field.NewPath("spec", "trainer", "env").Index(i).Child("value"), e.Value
+					path, value, fromJob = req.Paths.Trainer.Child("env").Index(i).Child("value"), e.Value, true
 				}
 			}
 		}
-		if path.String() == "spec.runtimeRef.name" {
+		if !fromJob {
 			msg = fmt.Sprintf("the runtime's %s %q: %s", name, v, msg)
 		}
 		errs = append(errs, field.Invalid(path, value, msg))
@@ -193,8 +194,8 @@ func settings(c *corev1.Container) map[string]string {
 
 // tasks is the number of Flux tasks per node: the TrainJob's numProcPerNode,
 // else the runtime's (CRD default 1).
-func tasks(pol *trainer.FluxMLPolicySource, job *trainer.TrainJob) int32 {
-	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil && t.NumProcPerNode.Type == intstr.Int {
+func tasks(pol *trainer.FluxMLPolicySource, req *runtime.Request) int32 {
+	if t := req.Trainer; t != nil && t.NumProcPerNode != nil && t.NumProcPerNode.Type == intstr.Int {
 		return t.NumProcPerNode.IntVal
 	}
 	return max(ptr.Deref(pol.NumProcPerNode, 1), 1)
@@ -204,13 +205,13 @@ func tasks(pol *trainer.FluxMLPolicySource, job *trainer.TrainJob) int32 {
 // installer, the volumes and the mounts to the node job. The node count is the
 // TrainJob's (set before the plugins run); Flux adds no port: the brokers
 // listen on 8050 inside the JobSet's headless Service, which needs none.
-func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (*Flux) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
 	if policy(info) == nil {
 		return nil
 	}
 	ps, c := info.PodSpec(NodeJob), info.Container(NodeJob, trainer.NodeContainer)
 	if c == nil {
-		return field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+		return field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 			fmt.Sprintf("flux runtime has no replicated job %q with a %q container", NodeJob, trainer.NodeContainer))
 	}
 	set := settings(c)
@@ -220,7 +221,7 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		// args are part of it; the runtime's own args stay where they were.
 		cmd := tc.Command
 		var args []string
-		if t := job.Spec.Trainer; t != nil && t.Args != nil {
+		if t := req.Trainer; t != nil && t.Args != nil {
 			args = t.Args
 			tc.Args = nil
 			if rc := runtime.TrainerContainer(&info.Runtime.Spec.Template.Spec); rc != nil {
@@ -231,7 +232,7 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		tc.Command = []string{"/bin/bash", configDir + "/" + entrypointKey, original}
 	}
 
-	entry := EntrypointConfigMap(job.Name)
+	entry := EntrypointConfigMap(req.Name)
 	ps.Volumes = runtime.UpsertVolumes(ps.Volumes,
 		corev1.Volume{Name: volSpack, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: volInstall, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -239,7 +240,7 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 			LocalObjectReference: corev1.LocalObjectReference{Name: entry}, DefaultMode: ptr.To[int32](0o755)}}},
 		corev1.Volume{Name: volSharedMem, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		corev1.Volume{Name: volCurve, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: CurveSecret(job.Name), DefaultMode: ptr.To[int32](0o400)}}},
+			SecretName: CurveSecret(req.Name), DefaultMode: ptr.To[int32](0o400)}}},
 	)
 	if !hasInitContainer(ps, InstallerContainer) {
 		ps.InitContainers = append(ps.InitContainers, corev1.Container{
@@ -266,46 +267,43 @@ func (*Flux) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 // changes, and the CURVE Secret, created once: Build leaves its data empty and
 // its BeforeCreate (FillCurveCert) makes a random key pair when the syncer
 // creates it. Both render the same bytes for the same inputs.
-func (f *Flux) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+func (f *Flux) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	pol := policy(info)
 	c := info.Container(NodeJob, trainer.NodeContainer)
 	if pol == nil || c == nil {
 		return nil, nil
 	}
 	set := settings(c)
-	sub := info.Subdomain(job)
+	sub := info.Subdomain(req)
 	domain := f.ClusterDomain
-	if domain == "" {
-		domain = runtime.DefaultClusterDomain
-	}
 	nodes := info.NumNodes
 	if rj := info.ReplicatedJob(NodeJob); rj != nil && NodeJob != info.TrainerJob {
 		nodes = ptr.Deref(rj.Template.Spec.Parallelism, 1)
 	}
-	hostPrefix := fmt.Sprintf("%s-%s-0-", job.Name, NodeJob)
+	hostPrefix := fmt.Sprintf("%s-%s-0-", req.Name, NodeJob)
 	hostlist := hostPrefix + "[0]"
 	if nodes > 1 {
 		hostlist = fmt.Sprintf("%s[0-%d]", hostPrefix, nodes-1)
 	}
 	scripts, err := renderScripts(scriptParams{
-		Job: job.Name, Namespace: job.Namespace, Subdomain: sub, ClusterDomain: domain,
-		Hostlist: hostlist, LeadHost: hostPrefix + "0", Nodes: nodes, Tasks: tasks(pol, job),
+		Job: req.Name, Namespace: req.Namespace, Subdomain: sub, ClusterDomain: domain,
+		Hostlist: hostlist, LeadHost: hostPrefix + "0", Nodes: nodes, Tasks: tasks(pol, req),
 		GPUs: runtime.GPUs(c.Resources), NetworkDevice: set[EnvNetworkDevice], QueuePolicy: set[EnvQueuePolicy],
 	})
 	if err != nil {
-		return nil, fmt.Errorf("flux entrypoint of TrainJob %s: %w", job.Name, err)
+		return nil, fmt.Errorf("flux entrypoint of TrainJob %s: %w", req.Name, err)
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: EntrypointConfigMap(job.Name), Namespace: job.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: EntrypointConfigMap(req.Name), Namespace: req.Namespace},
 		Data:       scripts,
 	}
 	sec := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: CurveSecret(job.Name), Namespace: job.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: CurveSecret(req.Name), Namespace: req.Namespace},
 		Type:       corev1.SecretTypeOpaque,
 	}
-	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(sec, FillCurveCert(job.Name))}, nil
+	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(sec, FillCurveCert(req.Name))}, nil
 }
 
 func hasInitContainer(ps *corev1.PodSpec, name string) bool {

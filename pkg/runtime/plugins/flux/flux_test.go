@@ -18,7 +18,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/flux"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func fluxRuntime() *rtt.RuntimeWrapper {
@@ -33,7 +33,7 @@ func build(t *testing.T, opts plugins.Options, job *trainer.TrainJob, rt *runtim
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := fw.Build(job, rt)
+	p, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -347,7 +347,7 @@ func TestValidate(t *testing.T) {
 			rt: fluxRuntime().PodSpec("node", func(ps *corev1.PodSpec) {
 				ps.Containers[0].Env = []corev1.EnvVar{rtt.Env("FLUX_NETWORK_DEVICE", "")}
 			}).Obj(),
-			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef", "name"), "flux-distributed",
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), "flux-distributed",
 				`the runtime's FLUX_NETWORK_DEVICE "": FLUX_NETWORK_DEVICE must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit: it is written into the Flux broker's configuration`)},
 		},
 		"usual settings": {
@@ -369,10 +369,10 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, nil, tc.job)); diff != "" {
+			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, runtime.TrainJobRequest(tc.job))); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
-			_, err := fw.Build(tc.job, tc.rt)
+			_, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if diff := cmp.Diff(rtt.FieldErrs(tc.want), rtt.FieldErrsOf(err)); diff != "" {
 				t.Errorf("Build errors (-want +got):\n%s", diff)
 			}

@@ -59,8 +59,8 @@ type step struct {
 	secret *corev1.LocalObjectReference
 }
 
-func steps(job *trainer.TrainJob) []step {
-	ini := job.Spec.Initializer
+func steps(req *runtime.Request) []step {
+	ini := req.Initializer
 	if ini == nil {
 		return nil
 	}
@@ -78,10 +78,10 @@ func steps(job *trainer.TrainJob) []step {
 // runtime has the job of that name, its container of the same name, and that
 // container's mount of the shared volume (Kubeflow Trainer's checks and
 // messages: it finds the jobs by name, the env builder by ancestor label).
-func (*Initializer) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (*Initializer) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	var errs field.ErrorList
-	path := field.NewPath("spec", "runtimeRef")
-	for _, s := range steps(job) {
+	path := req.Paths.Runtime
+	for _, s := range steps(req) {
 		ps := info.PodSpec(s.name)
 		if ps == nil {
 			errs = append(errs, field.Invalid(path, info.Runtime.Name,
@@ -109,8 +109,8 @@ func (*Initializer) Validate(info *runtime.Info, _, job *trainer.TrainJob) field
 // EnforceMLPolicy gives each configured initializer's container (found by
 // ancestor label) STORAGE_URI whenever storageUri is set ("" included), then
 // the TrainJob's env (which may override it), then an envFrom of the secret.
-func (*Initializer) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
-	for _, s := range steps(job) {
+func (*Initializer) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
+	for _, s := range steps(req) {
 		c := info.Container(runtime.AncestorJob(&info.Spec, s.name), s.name)
 		if c == nil {
 			continue

@@ -10,7 +10,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/initializer"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var env = rtt.Env
@@ -40,15 +40,15 @@ func initRuntime() *rtt.RuntimeWrapper {
 // run is the part of the pipeline this plugin takes part in.
 func run(t *testing.T, job *trainer.TrainJob, rt *runtime.Runtime) (*runtime.Info, field.ErrorList) {
 	t.Helper()
-	info, err := runtime.NewInfo(job, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := initializer.New()
-	if errs := p.Validate(info, nil, job); len(errs) > 0 {
+	if errs := p.Validate(info, runtime.TrainJobRequest(job)); len(errs) > 0 {
 		return nil, errs
 	}
-	if err := p.EnforceMLPolicy(info, job); err != nil {
+	if err := p.EnforceMLPolicy(info, runtime.TrainJobRequest(job)); err != nil {
 		t.Fatal(err)
 	}
 	return info, nil
@@ -163,11 +163,11 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, initializer.New().Validate(info, nil, tc.job)); diff != "" {
+			if diff := cmp.Diff(tc.want, initializer.New().Validate(info, runtime.TrainJobRequest(tc.job))); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
 		})

@@ -46,8 +46,8 @@ func (*JAX) ClaimsMLPolicies() []string { return []string{"jax"} }
 // Kubeflow Trainer does: a TrainJob without one runs the runtime as written).
 // The names are not reserved: a value the TrainJob sets in spec.trainer.env is
 // kept, so a user can point JAX elsewhere.
-func (*JAX) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
-	if mp := info.MLPolicy(); mp == nil || mp.JAX == nil || job.Spec.Trainer == nil {
+func (*JAX) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
+	if mp := info.MLPolicy(); mp == nil || mp.JAX == nil || req.Trainer == nil {
 		return nil
 	}
 	c := info.TrainerContainer()
@@ -55,11 +55,11 @@ func (*JAX) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		return fmt.Errorf("jax runtime %q has no trainer %q container", info.Runtime.Name, trainer.NodeContainer)
 	}
 	port := strconv.Itoa(int(trainer.ContainerTrainerPort))
-	user := runtime.EnvNames(job.Spec.Trainer.Env)
+	user := runtime.EnvNames(req.Trainer.Env)
 	for _, e := range []corev1.EnvVar{
 		{Name: EnvNumProcesses, Value: strconv.Itoa(int(info.NumNodes))},
 		runtime.CompletionIndexEnv(EnvProcessID),
-		{Name: EnvCoordinatorAddress, Value: info.MasterAddr(job) + ":" + port},
+		{Name: EnvCoordinatorAddress, Value: info.MasterAddr(req) + ":" + port},
 	} {
 		if !user[e.Name] {
 			c.Env = runtime.UpsertEnv(c.Env, e)

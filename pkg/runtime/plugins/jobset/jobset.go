@@ -1,5 +1,5 @@
-// Package jobset turns the finished Info into the JobSet that runs a TrainJob,
-// and reads the TrainJob's status back from that JobSet.
+// Package jobset turns the finished Info into the JobSet that runs a job,
+// and tells what the observed JobSet says of it (framework.Facts).
 package jobset
 
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
@@ -48,31 +48,31 @@ func (*JobSet) Owns() []client.Object { return []client.Object{&jobsetv1alpha2.J
 // Validate checks what every runtime needs to run a TrainJob: replicated jobs
 // bound to TrainJob fields exist once, their names are short enough, the
 // TrainJob asks for no negative node count, and the pod host names JobSet will generate fit in a DNS label.
-func (*JobSet) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (*JobSet) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	var errs field.ErrorList
-	rtPath := field.NewPath("spec", "runtimeRef")
+	rtPath := req.Paths.Runtime
 	if len(info.Spec.ReplicatedJobs) == 0 {
 		errs = append(errs, field.Invalid(rtPath, info.Runtime.Name,
 			fmt.Sprintf("runtime %s %q has no replicated jobs in spec.template.spec", info.Runtime.Kind, info.Runtime.Name)))
 	}
-	if job.Spec.Trainer != nil && info.TrainerJob == "" {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer"), "",
+	if req.Trainer != nil && info.TrainerJob == "" {
+		errs = append(errs, field.Invalid(req.Paths.Trainer, "",
 			fmt.Sprintf("runtime %s %q has no replicated job labelled %s=%s", info.Runtime.Kind, info.Runtime.Name,
 				trainer.AncestorLabel, trainer.AncestorTrainer)))
 	}
 	// Kubeflow Trainer v2.4 limits a runtime's replicated job names; a runtime
-	// stored before (or with its webhook off) is reported here, at the TrainJob's
-	// reference, with the runtime's own field path.
+	// stored before (or with its webhook off) is reported here, at the job's
+	// reference to it, with the runtime's own field path.
 	rjPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
 	for i, rj := range info.Runtime.Spec.Template.Spec.ReplicatedJobs {
 		if err := runtime.CheckReplicatedJobName(rjPath.Index(i).Child("name"), rj.Name); err != nil {
 			errs = append(errs, field.Invalid(rtPath, info.Runtime.Name, fmt.Sprintf("runtime %s %q: %v", info.Runtime.Kind, info.Runtime.Name, err)))
 		}
 	}
-	if err := runtime.CheckTrainerNumNodes(field.NewPath("spec", "trainer", "numNodes"), info.NumNodes); err != nil {
+	if err := runtime.CheckTrainerNumNodes(req.Paths.Trainer.Child("numNodes"), info.NumNodes); err != nil {
 		errs = append(errs, err)
 	}
-	return append(errs, validatePodNames(info, job)...)
+	return append(errs, validatePodNames(info, req)...)
 }
 
 // podNameSuffix is what the Job controller appends to a Job's name for its pods.
@@ -82,7 +82,7 @@ const podNameSuffix = len("-xxxxx")
 // and the Job controller adds a 5-character suffix; the host name must stay a
 // DNS label (63 characters), or the pods can never be created. The tightest
 // limit is reported once, with the host name that sets it.
-func validatePodNames(info *runtime.Info, job *trainer.TrainJob) field.ErrorList {
+func validatePodNames(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	maxLen, example := validation.DNS1035LabelMaxLength, ""
 	for _, rj := range info.Spec.ReplicatedJobs {
 		if rj.Template.Spec.Template.Spec.Hostname != "" {
@@ -100,10 +100,10 @@ func validatePodNames(info *runtime.Info, job *trainer.TrainJob) field.ErrorList
 			maxLen, example = allowed, "<name>"+rest+"-xxxxx"
 		}
 	}
-	if len(job.Name) <= maxLen {
+	if len(req.Name) <= maxLen {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), job.Name,
+	return field.ErrorList{field.Invalid(req.Paths.Name, req.Name,
 		fmt.Sprintf("must be no more than %d characters on this runtime: pod host names %s must fit in %d characters",
 			maxLen, example, validation.DNS1035LabelMaxLength))}
 }
@@ -111,7 +111,7 @@ func validatePodNames(info *runtime.Info, job *trainer.TrainJob) field.ErrorList
 // Build emits the JobSet: named after the TrainJob, with the runtime's (and
 // patches') labels and annotations, the trainer job running NumNodes pods as one
 // Indexed Job, and the TrainJob's suspend flag.
-func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+func (*JobSet) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	spec := *info.Spec.DeepCopy()
 	for k := range spec.ReplicatedJobs {
 		rj := &spec.ReplicatedJobs[k]
@@ -131,12 +131,12 @@ func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 		}
 	}
 	// A queue-managed JobSet starts suspended; the queue unsuspends it on admission.
-	spec.Suspend = ptr.To(runtime.Suspended(job) || info.QueueName != "")
+	spec.Suspend = ptr.To(req.Suspend || info.QueueName != "")
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        job.Name,
-			Namespace:   job.Namespace,
+			Name:        req.Name,
+			Namespace:   req.Namespace,
 			Labels:      maps.Clone(info.Labels),
 			Annotations: maps.Clone(info.Annotations),
 		},
@@ -145,79 +145,15 @@ func (*JobSet) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, e
 	return []plan.Child{plan.JobSet(js)}, nil
 }
 
-// Status copies the observed JobSet's terminal conditions (reason and message
-// verbatim) into Complete and Failed, and its per-replicated-job counts into
-// jobsStatus in the order of the JobSet's replicated jobs.
-func (*JobSet) Status(job *trainer.TrainJob, obs *observe.Observed, status *trainer.TrainJobStatus) {
-	js := obs.JobSet(job.Name)
+// Status implements framework.StatusPlugin: how the observed JobSet
+// finished, and its replicated jobs' counts (observe reads both).
+func (*JobSet) Status(name string, obs *observe.Observed, facts *framework.Facts) {
+	js := obs.JobSet(name)
 	if js == nil {
 		return
 	}
-	if c, ok := Finished(js); ok {
-		t := trainer.TrainJobComplete
-		if c.Type == string(jobsetv1alpha2.JobSetFailed) {
-			t = trainer.TrainJobFailed
-		}
-		setTerminal(status, t, c)
+	if f, ok := observe.Finished(js); ok {
+		facts.Finished = &f
 	}
-	byName := map[string]jobsetv1alpha2.ReplicatedJobStatus{}
-	for _, s := range js.Status.ReplicatedJobsStatus {
-		byName[s.Name] = s
-	}
-	status.JobsStatus = nil
-	for _, rj := range js.Spec.ReplicatedJobs {
-		s, ok := byName[rj.Name]
-		if !ok {
-			continue
-		}
-		status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{
-			Name:      s.Name,
-			Ready:     ptr.To(s.Ready),
-			Succeeded: ptr.To(s.Succeeded),
-			Failed:    ptr.To(s.Failed),
-			Active:    ptr.To(s.Active),
-			Suspended: ptr.To(s.Suspended),
-		})
-	}
-}
-
-// Finished returns the JobSet's terminal condition (Completed or Failed,
-// whichever is True first in its list) when it has one: the one rule of "the
-// JobSet finished" that every job kind's status follows (TrainJob's Complete
-// and Failed here, a PyTorchJob's Succeeded and Failed in pkg/legacy).
-func Finished(js *jobsetv1alpha2.JobSet) (metav1.Condition, bool) {
-	if js == nil {
-		return metav1.Condition{}, false
-	}
-	for _, c := range js.Status.Conditions {
-		if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetv1alpha2.JobSetCompleted) || c.Type == string(jobsetv1alpha2.JobSetFailed)) {
-			return c, true
-		}
-	}
-	return metav1.Condition{}, false
-}
-
-func setTerminal(status *trainer.TrainJobStatus, condType string, from metav1.Condition) {
-	for _, c := range status.Conditions {
-		if (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) && c.Status == metav1.ConditionTrue {
-			return // a job ends once: the first terminal condition stays as first observed
-		}
-	}
-	status.Conditions = upsertCondition(status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             metav1.ConditionTrue,
-		Reason:             from.Reason,
-		Message:            from.Message,
-		LastTransitionTime: from.LastTransitionTime,
-	})
-}
-
-func upsertCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
-	for k := range conds {
-		if conds[k].Type == c.Type {
-			conds[k] = c
-			return conds
-		}
-	}
-	return append(conds, c)
+	facts.Jobs = observe.Counts(js)
 }

@@ -15,12 +15,12 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/jobset"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var typeMeta = metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"}
@@ -150,12 +150,12 @@ func TestBuild(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
 			before := *info.Spec.DeepCopy()
-			children, err := jobset.New().Build(info, tc.job)
+			children, err := jobset.New().Build(info, runtime.TrainJobRequest(tc.job))
 			objs := (&plan.Plan{Children: children}).Objects()
 			if err != nil {
 				t.Fatalf("Build: %v", err)
@@ -246,11 +246,11 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			got := jobset.New().Validate(info, nil, tc.job)
+			got := jobset.New().Validate(info, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, rtt.FieldErrs(got)); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
@@ -258,156 +258,32 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestStatus: the plugin tells how the JobSet named after the job finished,
+// and its counts, as observe reads them; without a JobSet, nothing.
 func TestStatus(t *testing.T) {
-	t0 := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	t1 := metav1.NewTime(t0.Add(time.Hour))
-	spec := jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
-		{Name: "dataset-initializer"}, {Name: "model-initializer"}, {Name: "node"},
-	}}
-	cond := func(typ string, s metav1.ConditionStatus, reason, msg string, at metav1.Time) metav1.Condition {
-		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, LastTransitionTime: at}
-	}
-	rjs := func(name string, ready, succeeded, failed, active, suspended int32) jobsetv1alpha2.ReplicatedJobStatus {
-		return jobsetv1alpha2.ReplicatedJobStatus{Name: name, Ready: ready, Succeeded: succeeded, Failed: failed, Active: active, Suspended: suspended}
-	}
-	js := func(name string, ready, succeeded, failed, active, suspended int32) trainer.JobStatus {
-		return trainer.JobStatus{Name: name, Ready: ptr.To(ready), Succeeded: ptr.To(succeeded), Failed: ptr.To(failed), Active: ptr.To(active), Suspended: ptr.To(suspended)}
-	}
-	cases := map[string]struct {
-		jobSet *jobsetv1alpha2.JobSet
-		status trainer.TrainJobStatus
-		want   trainer.TrainJobStatus
-	}{
-		"no JobSet leaves the status alone": {
-			status: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{cond("Created", metav1.ConditionFalse, "BuildFailed", "boom", t0)},
-				JobsStatus: []trainer.JobStatus{js("node", 1, 0, 0, 1, 0)},
-			},
-			want: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{cond("Created", metav1.ConditionFalse, "BuildFailed", "boom", t0)},
-				JobsStatus: []trainer.JobStatus{js("node", 1, 0, 0, 1, 0)},
-			},
-		},
-		"running JobSet: no terminal condition, counts copied": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{
-					cond("StartupPolicyCompleted", metav1.ConditionTrue, "Started", "", t0),
-					cond("Suspended", metav1.ConditionFalse, "ResumeJobs", "", t0),
-				},
-				ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{rjs("node", 1, 0, 0, 1, 0)},
-			}},
-			want: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{js("node", 1, 0, 0, 1, 0)}},
-		},
-		"Completed becomes Complete with reason and message verbatim": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{
-					cond("Completed", metav1.ConditionTrue, "AllJobsCompleted", "jobset completed successfully", t1),
-				},
-			}},
-			status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Created", metav1.ConditionTrue, "JobSetCreated", "ok", t0)}},
-			want: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Created", metav1.ConditionTrue, "JobSetCreated", "ok", t0),
-				cond("Complete", metav1.ConditionTrue, "AllJobsCompleted", "jobset completed successfully", t1),
-			}},
-		},
-		"Failed becomes Failed with reason and message verbatim": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{
-					cond("Failed", metav1.ConditionTrue, "FailedJobs", `jobset failed due to: job "x" failed: BackoffLimitExceeded`, t1),
-				},
-			}},
-			want: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Failed", metav1.ConditionTrue, "FailedJobs", `jobset failed due to: job "x" failed: BackoffLimitExceeded`, t1),
-			}},
-		},
-		"a terminal condition that is not true is not copied": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{
-					cond("Completed", metav1.ConditionFalse, "NotYet", "", t0),
-					cond("Failed", metav1.ConditionUnknown, "Unknown", "", t0),
-				},
-			}},
-			want: trainer.TrainJobStatus{},
-		},
-		"an existing terminal condition is not overwritten": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{
-					cond("Failed", metav1.ConditionTrue, "FailedJobs", "later failure", t1),
-				},
-			}},
-			status: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Failed", metav1.ConditionTrue, "DeadlineExceeded", "first failure", t0),
-			}},
-			want: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Failed", metav1.ConditionTrue, "DeadlineExceeded", "first failure", t0),
-			}},
-		},
-		"an existing Complete stays as first observed": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{cond("Completed", metav1.ConditionTrue, "AllJobsCompleted", "new message", t1)},
-			}},
-			status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Complete", metav1.ConditionTrue, "AllJobsCompleted", "old message", t0)}},
-			want:   trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Complete", metav1.ConditionTrue, "AllJobsCompleted", "old message", t0)}},
-		},
-		"a false condition of the same type is replaced in place": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				Conditions: []metav1.Condition{cond("Failed", metav1.ConditionTrue, "FailedJobs", "boom", t1)},
-			}},
-			status: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Failed", metav1.ConditionFalse, "Old", "", t0),
-				cond("Suspended", metav1.ConditionFalse, "Resumed", "resumed", t0),
-			}},
-			want: trainer.TrainJobStatus{Conditions: []metav1.Condition{
-				cond("Failed", metav1.ConditionTrue, "FailedJobs", "boom", t1),
-				cond("Suspended", metav1.ConditionFalse, "Resumed", "resumed", t0),
-			}},
-		},
-		"jobsStatus follows the JobSet's replicated job order and replaces the old list": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec, Status: jobsetv1alpha2.JobSetStatus{
-				ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{
-					rjs("node", 2, 0, 1, 2, 0),
-					rjs("gone", 9, 9, 9, 9, 9),
-					rjs("dataset-initializer", 0, 1, 0, 0, 0),
-				},
-			}},
-			status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{js("stale", 1, 1, 1, 1, 1)}},
-			want: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{
-				js("dataset-initializer", 0, 1, 0, 0, 0),
-				js("node", 2, 0, 1, 2, 0),
-			}},
-		},
-		"a JobSet with no status clears jobsStatus": {
-			jobSet: &jobsetv1alpha2.JobSet{Spec: spec},
-			status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{js("node", 1, 1, 1, 1, 1)}, Phase: trainer.TrainJobRunning},
-			want:   trainer.TrainJobStatus{Phase: trainer.TrainJobRunning},
+	at := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "job"},
+		Spec:       jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "init"}, {Name: "node"}}},
+		Status: jobsetv1alpha2.JobSetStatus{
+			Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed), Status: metav1.ConditionTrue,
+				Reason: "FailedJobs", Message: "boom", LastTransitionTime: at}},
+			ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Failed: 1}, {Name: "init", Succeeded: 1}},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			job := rtt.MakeTrainJob("ns", "job").Obj()
-			status := *tc.status.DeepCopy()
-			var jsBefore *jobsetv1alpha2.JobSet
-			if tc.jobSet != nil {
-				jsBefore = tc.jobSet.DeepCopy()
-			}
-			obs := &observe.Observed{}
-			var seen *jobsetv1alpha2.JobSet
-			if tc.jobSet != nil {
-				seen = tc.jobSet.DeepCopy()
-				seen.Name = job.Name
-				obs.Children = childsync.Children{{GroupKind: observe.JobSetKind, Name: job.Name}: seen}
-			}
-			jobset.New().Status(job, obs, &status)
-			if diff := cmp.Diff(tc.want, status); diff != "" {
-				t.Errorf("status (-want +got):\n%s", diff)
-			}
-			if seen != nil {
-				seen.Name = jsBefore.Name
-			}
-			if diff := cmp.Diff(jsBefore, seen); diff != "" {
-				t.Errorf("Status changed the JobSet (-before +after):\n%s", diff)
-			}
-		})
+	var got framework.Facts
+	jobset.New().Status("job", rtt.ObservedJobSet(js), &got)
+	want := framework.Facts{
+		Finished: &observe.Finish{Failed: true, Reason: "FailedJobs", Message: "boom", Time: at},
+		Jobs:     []observe.JobCounts{{Name: "init", Succeeded: 1}, {Name: "node", Failed: 1}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("facts (-want +got):\n%s", diff)
+	}
+	var none framework.Facts
+	jobset.New().Status("other", rtt.ObservedJobSet(js), &none)
+	if diff := cmp.Diff(framework.Facts{}, none); diff != "" {
+		t.Errorf("facts without a JobSet (-want +got):\n%s", diff)
 	}
 }
 
@@ -418,33 +294,4 @@ func withHostnames(rt *runtime.Runtime) *runtime.Runtime {
 		rt.Spec.Template.Spec.ReplicatedJobs[k].Template.Spec.Template.Spec.Hostname = fmt.Sprintf("host-%d", k)
 	}
 	return rt
-}
-
-// TestFinished: the first True terminal condition of the JobSet, the one rule
-// every job kind's status follows.
-func TestFinished(t *testing.T) {
-	cond := func(t jobsetv1alpha2.JobSetConditionType, s metav1.ConditionStatus) metav1.Condition {
-		return metav1.Condition{Type: string(t), Status: s, Reason: string(t) + "Reason"}
-	}
-	cases := map[string]struct {
-		conds  []metav1.Condition
-		want   string
-		wantOK bool
-	}{
-		"running":                 {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetStartupPolicyCompleted, metav1.ConditionTrue)}},
-		"completed":               {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetCompleted, metav1.ConditionTrue)}, want: "Completed", wantOK: true},
-		"failed, completed False": {conds: []metav1.Condition{cond(jobsetv1alpha2.JobSetCompleted, metav1.ConditionFalse), cond(jobsetv1alpha2.JobSetFailed, metav1.ConditionTrue)}, want: "Failed", wantOK: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			js := &jobsetv1alpha2.JobSet{Status: jobsetv1alpha2.JobSetStatus{Conditions: tc.conds}}
-			c, ok := jobset.Finished(js)
-			if ok != tc.wantOK || c.Type != tc.want {
-				t.Errorf("Finished = %q, %v; want %q, %v", c.Type, ok, tc.want, tc.wantOK)
-			}
-		})
-	}
-	if _, ok := jobset.Finished(nil); ok {
-		t.Error("Finished(nil) = true")
-	}
 }

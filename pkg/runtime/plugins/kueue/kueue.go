@@ -18,7 +18,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 )
@@ -71,9 +70,9 @@ func (*Kueue) Name() string { return Name }
 func (k *Kueue) Mode() Mode { return k.mode }
 
 // Validate rejects an empty queue name, which Kueue would ignore silently.
-func (k *Kueue) Validate(_ *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
-	if q, ok := job.Labels[QueueNameLabel]; ok && q == "" {
-		return field.ErrorList{field.Invalid(field.NewPath("metadata", "labels").Key(QueueNameLabel), q, "must name a LocalQueue")}
+func (k *Kueue) Validate(_ *runtime.Info, req *runtime.Request) field.ErrorList {
+	if q, ok := req.Labels[QueueNameLabel]; ok && q == "" {
+		return field.ErrorList{field.Invalid(req.Paths.Labels.Key(QueueNameLabel), q, "must name a LocalQueue")}
 	}
 	return nil
 }
@@ -84,12 +83,12 @@ func (k *Kueue) Validate(_ *runtime.Info, _, job *trainer.TrainJob) field.ErrorL
 // created suspended and Trainyard never unsuspends it. (A v2.1 TrainJob may put
 // the queue label on the JobSet through spec.labels, the way Kueue queued
 // TrainJobs before it had a TrainJob integration.)
-func (k *Kueue) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error {
-	queue := job.Labels[QueueNameLabel]
+func (k *Kueue) EnforcePodGroupPolicy(info *runtime.Info, req *runtime.Request) error {
+	queue := req.Labels[QueueNameLabel]
 	switch {
 	case k.mode == ModeJobSet && queue != "":
 		info.Labels = withLabel(info.Labels, QueueNameLabel, queue)
-		if p := job.Labels[PriorityClassLabel]; p != "" {
+		if p := req.Labels[PriorityClassLabel]; p != "" {
 			info.Labels = withLabel(info.Labels, PriorityClassLabel, p)
 		}
 	case k.mode == ModeTrainJob && queue != "":

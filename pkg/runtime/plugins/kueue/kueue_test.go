@@ -48,7 +48,7 @@ func TestEnforcePodGroupPolicy(t *testing.T) {
 			info := &runtime.Info{Labels: tc.jobSetLabels}
 			job := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: tc.jobLabels}}
 			before := job.DeepCopy()
-			if err := New(tc.mode).EnforcePodGroupPolicy(info, job); err != nil {
+			if err := New(tc.mode).EnforcePodGroupPolicy(info, runtime.TrainJobRequest(job)); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.wantLabels, info.Labels); diff != "" {
@@ -66,7 +66,7 @@ func TestEnforcePodGroupPolicy(t *testing.T) {
 
 func TestValidateEmptyQueue(t *testing.T) {
 	job := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{QueueNameLabel: ""}}}
-	errs := New(ModeJobSet).Validate(nil, nil, job)
+	errs := New(ModeJobSet).Validate(nil, runtime.TrainJobRequest(job))
 	if len(errs) != 1 || errs[0].Field != "metadata.labels[kueue.x-k8s.io/queue-name]" {
 		t.Fatalf("errors = %v", errs)
 	}

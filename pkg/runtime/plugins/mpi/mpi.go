@@ -106,28 +106,28 @@ func sshAuthMountPath(pol *trainer.MPIMLPolicySource) string {
 }
 
 // SecretName is the name of the TrainJob's SSH key Secret.
-func SecretName(job *trainer.TrainJob) string { return job.Name + secretNameSuffix }
+func SecretName(req *runtime.Request) string { return req.Name + secretNameSuffix }
 
 // HostfileName is the name of the TrainJob's hostfile ConfigMap.
-func HostfileName(job *trainer.TrainJob) string { return job.Name + hostfileCMSuffix }
+func HostfileName(req *runtime.Request) string { return req.Name + hostfileCMSuffix }
 
 // Validate rejects OpenMPI's variables (Open MPI 4's and 5's) in spec.trainer.env, a
 // runtime numProcPerNode below 1, an MPI
 // implementation other than OpenMPI, and more than one node on a runtime that
 // runs the launcher as a node but lacks the launcher or the node job.
-func (*MPI) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (*MPI) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	pol := policy(info)
 	if pol == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	if err := checkImplementation(info, pol); err != nil {
+	if err := checkImplementation(info, req, pol); err != nil {
 		errs = append(errs, err)
 	}
-	if err := checkRuntimeSlots(info, pol); err != nil {
+	if err := checkRuntimeSlots(info, req, pol); err != nil {
 		errs = append(errs, err)
 	}
-	t := job.Spec.Trainer
+	t := req.Trainer
 	if t == nil {
 		return errs
 	}
@@ -140,16 +140,16 @@ func (*MPI) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorLi
 	if len(bad) > 0 {
 		slices.Sort(bad)
 		bad = slices.Compact(bad)
-		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "env"), t.Env,
+		errs = append(errs, field.Invalid(req.Paths.Trainer.Child("env"), t.Env,
 			fmt.Sprintf("must not have reserved envs, invalid envs configured: %v", bad)))
 	}
 	if t.NumNodes != nil && *t.NumNodes >= 2 && runLauncherAsNode(pol) &&
 		(info.ReplicatedJob(LauncherJob) == nil || info.ReplicatedJob(NodeJob) == nil) {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "numNodes"), *t.NumNodes,
+		errs = append(errs, field.Invalid(req.Paths.Trainer.Child("numNodes"), *t.NumNodes,
 			"must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node"))
 	}
 	if t.NumProcPerNode != nil && t.NumProcPerNode.Type == intstr.String && t.NumProcPerNode.StrVal != runtime.ProcAuto {
-		if _, err := slots(info, job, pol); err != nil {
+		if _, err := slots(info, req, pol); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -158,12 +158,12 @@ func (*MPI) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorLi
 
 // checkImplementation: only OpenMPI is run; the launcher's settings are
 // OpenMPI's (the CRD also admits "").
-func checkImplementation(info *runtime.Info, pol *trainer.MPIMLPolicySource) *field.Error {
+func checkImplementation(info *runtime.Info, req *runtime.Request, pol *trainer.MPIMLPolicySource) *field.Error {
 	impl := ptr.Deref(pol.MPIImplementation, trainer.MPIImplementationOpenMPI)
 	if impl == trainer.MPIImplementationOpenMPI || info.Container(LauncherJob, trainer.NodeContainer) == nil {
 		return nil
 	}
-	return field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+	return field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 		fmt.Sprintf("MPI implementation for %q is not supported: runtime %s %q must use mpiImplementation %s",
 			impl, info.Runtime.Kind, info.Runtime.Name, trainer.MPIImplementationOpenMPI))
 }
@@ -171,12 +171,12 @@ func checkImplementation(info *runtime.Info, pol *trainer.MPIMLPolicySource) *fi
 // checkRuntimeSlots: the runtime's numProcPerNode is at least 1 (the CRD
 // says so since Kubeflow Trainer v2.4; a runtime stored before is reported at
 // the TrainJob's reference, with the runtime's field path).
-func checkRuntimeSlots(info *runtime.Info, pol *trainer.MPIMLPolicySource) *field.Error {
+func checkRuntimeSlots(info *runtime.Info, req *runtime.Request, pol *trainer.MPIMLPolicySource) *field.Error {
 	if pol.NumProcPerNode == nil {
 		return nil
 	}
 	if err := runtime.CheckSlots(field.NewPath("spec", "mlPolicy", "mpi", "numProcPerNode"), *pol.NumProcPerNode); err != nil {
-		return field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+		return field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 			fmt.Sprintf("runtime %s %q: %v", info.Runtime.Kind, info.Runtime.Name, err))
 	}
 	return nil
@@ -184,20 +184,20 @@ func checkRuntimeSlots(info *runtime.Info, pol *trainer.MPIMLPolicySource) *fiel
 
 // EnforceMLPolicy sizes the node job, mounts the SSH keys into both jobs'
 // node containers and gives the launcher the hostfile and OpenMPI's settings.
-func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (*MPI) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
 	pol := policy(info)
 	if pol == nil {
 		return nil
 	}
-	if err := checkImplementation(info, pol); err != nil {
+	if err := checkImplementation(info, req, pol); err != nil {
 		return err
 	}
-	slotsPerNode, err := slots(info, job, pol)
+	slotsPerNode, err := slots(info, req, pol)
 	if err != nil {
 		return err
 	}
 	asNode := runLauncherAsNode(pol)
-	t := job.Spec.Trainer
+	t := req.Trainer
 
 	// Counts: the TrainJob's numNodes counts the launcher when it runs ranks
 	// too; the launcher itself keeps the runtime's count. numNodes 0 runs no
@@ -239,9 +239,9 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 		if ps == nil {
 			continue
 		}
-		ps.Volumes = runtime.UpsertVolumes(ps.Volumes, sshAuthVolume(job))
+		ps.Volumes = runtime.UpsertVolumes(ps.Volumes, sshAuthVolume(req))
 		if rjob == LauncherJob {
-			ps.Volumes = runtime.UpsertVolumes(ps.Volumes, hostfileVolume(job))
+			ps.Volumes = runtime.UpsertVolumes(ps.Volumes, hostfileVolume(req))
 		}
 		c := info.Container(rjob, trainer.NodeContainer)
 		if c == nil {
@@ -268,9 +268,9 @@ func (*MPI) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
 	return nil
 }
 
-func sshAuthVolume(job *trainer.TrainJob) corev1.Volume {
+func sshAuthVolume(req *runtime.Request) corev1.Volume {
 	return corev1.Volume{Name: SSHAuthVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName:  SecretName(job),
+		SecretName:  SecretName(req),
 		DefaultMode: ptr.To(secretDefaultMode),
 		Items: []corev1.KeyToPath{
 			{Key: corev1.SSHAuthPrivateKey, Path: PrivateKeyFile, Mode: ptr.To(privateKeyMode)},
@@ -280,36 +280,36 @@ func sshAuthVolume(job *trainer.TrainJob) corev1.Volume {
 	}}}
 }
 
-func hostfileVolume(job *trainer.TrainJob) corev1.Volume {
+func hostfileVolume(req *runtime.Request) corev1.Volume {
 	return corev1.Volume{Name: HostfileVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-		LocalObjectReference: corev1.LocalObjectReference{Name: HostfileName(job)},
+		LocalObjectReference: corev1.LocalObjectReference{Name: HostfileName(req)},
 		Items:                []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey, Mode: ptr.To(hostfileMode)}},
 	}}}
 }
 
 // Build emits the hostfile ConfigMap (re-applied on every change) and the SSH
 // key Secret (created once; its keys are made only then).
-func (*MPI) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+func (*MPI) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	pol := policy(info)
 	if pol == nil {
 		return nil, nil
 	}
-	n, err := slots(info, job, pol)
+	n, err := slots(info, req, pol)
 	if err != nil {
 		return nil, err
 	}
 	var hostfile strings.Builder
-	for _, host := range Hosts(info, job, runLauncherAsNode(pol)) {
+	for _, host := range Hosts(info, req, runLauncherAsNode(pol)) {
 		fmt.Fprintf(&hostfile, "%s slots=%d\n", host, n)
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: HostfileName(job), Namespace: job.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: HostfileName(req), Namespace: req.Namespace},
 		Data:       map[string]string{HostfileKey: hostfile.String()},
 	}
 	secret := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: SecretName(job), Namespace: job.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(req), Namespace: req.Namespace},
 		Type:       corev1.SecretTypeSSHAuth,
 		Immutable:  ptr.To(true),
 	}
@@ -320,8 +320,8 @@ func (*MPI) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, erro
 // and of the launcher when it runs ranks too, in the runtime's job order.
 // JobSet names a pod <jobset>-<replicated job>-<job index>-<pod index> under
 // the JobSet's subdomain (the runtime's network.subdomain, else the JobSet's name).
-func Hosts(info *runtime.Info, job *trainer.TrainJob, withLauncher bool) []string {
-	sub := job.Name
+func Hosts(info *runtime.Info, req *runtime.Request, withLauncher bool) []string {
+	sub := req.Name
 	if nw := info.Spec.Network; nw != nil && nw.Subdomain != "" {
 		sub = nw.Subdomain
 	}
@@ -336,7 +336,7 @@ func Hosts(info *runtime.Info, job *trainer.TrainJob, withLauncher bool) []strin
 		}
 		for r := range replicas {
 			for p := range pods {
-				hosts = append(hosts, fmt.Sprintf("%s-%s-%d-%d.%s", job.Name, rj.Name, r, p, sub))
+				hosts = append(hosts, fmt.Sprintf("%s-%s-%d-%d.%s", req.Name, rj.Name, r, p, sub))
 			}
 		}
 	}

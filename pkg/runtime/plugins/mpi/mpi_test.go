@@ -12,11 +12,13 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
+	"github.com/trainyard/trainyard/pkg/observe"
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
+	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func loadRuntime(t *testing.T, name string) *runtime.Runtime {
@@ -35,7 +37,7 @@ func build(t *testing.T, job *trainer.TrainJob, rt *runtime.Runtime) *plan.Plan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := fw.Build(job, rt)
+	p, err := fw.Build(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -328,7 +330,7 @@ func TestBuildWithoutMPIPolicy(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	job := rtt.MakeTrainJob("ns", "job").Obj()
-	got := []string{mpi.New().Name(), mpi.SecretName(job), mpi.HostfileName(job)}
+	got := []string{mpi.New().Name(), mpi.SecretName(runtime.TrainJobRequest(job)), mpi.HostfileName(runtime.TrainJobRequest(job))}
 	if diff := cmp.Diff([]string{"MPI", "job-mpi-ssh-auth", "job-mpi-hostfile"}, got); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
@@ -377,17 +379,12 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got trainer.TrainJobStatus
-	fw.Status(job, rtt.ObservedJobSet(js), &got)
-	want := trainer.TrainJobStatus{
-		Conditions: []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue,
-			Reason: "AllJobsCompleted", Message: "jobset completed successfully", LastTransitionTime: at}},
-		JobsStatus: []trainer.JobStatus{
-			{Name: "node", Ready: ptr.To[int32](1), Succeeded: ptr.To[int32](0), Failed: ptr.To[int32](0), Active: ptr.To[int32](1), Suspended: ptr.To[int32](0)},
-			{Name: "launcher", Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Active: ptr.To[int32](0), Suspended: ptr.To[int32](0)},
-		},
+	got := fw.Status(job.Name, rtt.ObservedJobSet(js))
+	want := framework.Facts{
+		Finished: &observe.Finish{Reason: "AllJobsCompleted", Message: "jobset completed successfully", Time: at},
+		Jobs:     []observe.JobCounts{{Name: "node", Ready: 1, Active: 1}, {Name: "launcher", Succeeded: 1}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("status (-want +got):\n%s", diff)
+		t.Errorf("facts (-want +got):\n%s", diff)
 	}
 }

@@ -17,11 +17,11 @@ import (
 // the runtime's (CRD default 1), except that the default 1 becomes the GPU
 // count on nodes with more than one GPU. numProcPerNode "auto" is the
 // default; "gpu" and "cpu" count the node's GPUs or CPUs.
-func slots(info *runtime.Info, job *trainer.TrainJob, pol *trainer.MPIMLPolicySource) (int32, *field.Error) {
-	gpus, cpus := nodeResources(info, job)
-	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
+func slots(info *runtime.Info, req *runtime.Request, pol *trainer.MPIMLPolicySource) (int32, *field.Error) {
+	gpus, cpus := nodeResources(info, req)
+	if t := req.Trainer; t != nil && t.NumProcPerNode != nil {
 		v := *t.NumProcPerNode
-		path := field.NewPath("spec", "trainer", "numProcPerNode")
+		path := req.Paths.Trainer.Child("numProcPerNode")
 		if err := runtime.CheckNumProcPerNode(path, v); err != nil {
 			return 0, err
 		}
@@ -47,9 +47,9 @@ func slots(info *runtime.Info, job *trainer.TrainJob, pol *trainer.MPIMLPolicySo
 // nodeResources counts the GPUs and CPUs of one node: from the TrainJob's
 // resourcesPerNode alone when it is set, else from the node container of the
 // first job named "node" or labelled as the trainer that declares resources.
-func nodeResources(info *runtime.Info, job *trainer.TrainJob) (gpus, cpus int64) {
+func nodeResources(info *runtime.Info, req *runtime.Request) (gpus, cpus int64) {
 	var res *corev1.ResourceRequirements
-	if t := job.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
+	if t := req.Trainer; t != nil && t.ResourcesPerNode != nil {
 		res = t.ResourcesPerNode
 	} else {
 		for _, rj := range info.Spec.ReplicatedJobs {

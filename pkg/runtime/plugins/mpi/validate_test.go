@@ -13,7 +13,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func TestValidate(t *testing.T) {
@@ -89,12 +89,12 @@ func TestValidate(t *testing.T) {
 			if tc.rt != nil {
 				tc.rt(rt)
 			}
-			got := fw.Validate(rt, nil, tc.job)
+			got := fw.Validate(rt, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
 			// The controller rejects the same input (status error with webhooks off).
-			_, err := fw.Build(tc.job, rt)
+			_, err := fw.Build(runtime.TrainJobRequest(tc.job), rt)
 			if (err != nil) != (len(tc.want) > 0) || (err != nil && !framework.IsInvalid(err)) {
 				t.Errorf("Build error %v, want an invalid-input error: %v", err, len(tc.want) > 0)
 			}

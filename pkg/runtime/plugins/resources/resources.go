@@ -36,17 +36,17 @@ func (*Resources) Name() string { return Name }
 // Validate rejects resourcesPerNode on a runtime without a trainer container,
 // and merged resources whose request exceeds their limit (the pods could never be
 // created, and the job would hang).
-func (*Resources) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
-	if job.Spec.Trainer == nil || job.Spec.Trainer.ResourcesPerNode == nil {
+func (*Resources) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
+	if req.Trainer == nil || req.Trainer.ResourcesPerNode == nil {
 		return nil
 	}
-	path := field.NewPath("spec", "trainer", "resourcesPerNode")
+	path := req.Paths.Trainer.Child("resourcesPerNode")
 	c := info.TrainerContainer()
 	if c == nil {
 		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("runtime %s %q has no trainer %q container to put resources on",
 			info.Runtime.Kind, info.Runtime.Name, trainer.NodeContainer))}
 	}
-	merged := runtime.MergeResources(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
+	merged := runtime.MergeResources(c.Resources, *req.Trainer.ResourcesPerNode)
 	var errs field.ErrorList
 	// Sorted, so that the same input always gives the same message (it ends up in
 	// a status condition; a changing message would rewrite status forever).
@@ -61,14 +61,14 @@ func (*Resources) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.E
 }
 
 // EnforceMLPolicy merges resourcesPerNode into the trainer container.
-func (*Resources) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
-	if job.Spec.Trainer == nil || job.Spec.Trainer.ResourcesPerNode == nil {
+func (*Resources) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
+	if req.Trainer == nil || req.Trainer.ResourcesPerNode == nil {
 		return nil
 	}
 	c := info.TrainerContainer()
 	if c == nil {
-		return field.Invalid(field.NewPath("spec", "trainer", "resourcesPerNode"), "", "runtime has no trainer container")
+		return field.Invalid(req.Paths.Trainer.Child("resourcesPerNode"), "", "runtime has no trainer container")
 	}
-	c.Resources = runtime.MergeResources(c.Resources, *job.Spec.Trainer.ResourcesPerNode)
+	c.Resources = runtime.MergeResources(c.Resources, *req.Trainer.ResourcesPerNode)
 	return nil
 }

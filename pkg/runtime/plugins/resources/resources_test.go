@@ -12,7 +12,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/resources"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var list = rtt.ResourceList
@@ -65,11 +65,11 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			got := resources.New().Validate(info, nil, tc.job)
+			got := resources.New().Validate(info, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, rtt.FieldErrs(got)); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
@@ -85,7 +85,7 @@ func TestBuildRejectsRequestAboveLimit(t *testing.T) {
 	}
 	rt := rtt.MakeTorchRuntime("torch").TrainerResources(rtt.Limits("cpu", "2")).Obj()
 	job := rtt.MakeTrainJob("ns", "job").ResourcesPerNode(rtt.Requests("cpu", "4")).Obj()
-	_, err = fw.Build(job, rt)
+	_, err = fw.Build(runtime.TrainJobRequest(job), rt)
 	if !framework.IsInvalid(err) {
 		t.Fatalf("Build error = %v, want an InvalidError", err)
 	}
@@ -118,11 +118,11 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			err = resources.New().EnforceMLPolicy(info, tc.job)
+			err = resources.New().EnforceMLPolicy(info, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
 			}
@@ -137,12 +137,12 @@ func TestEnforceMLPolicyWithoutTrainerContainer(t *testing.T) {
 	rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").ReplicatedJobs(
 		rtt.MakeReplicatedJob("node", "trainer", rtt.MakeContainer("main", "x"))).Obj()
 	job := rtt.MakeTrainJob("ns", "job").ResourcesPerNode(rtt.Requests("cpu", "1")).Obj()
-	info, err := runtime.NewInfo(job, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []rtt.FieldErr{{Type: field.ErrorTypeInvalid, Field: "spec.trainer.resourcesPerNode"}}
-	if diff := cmp.Diff(want, rtt.FieldErrsOf(resources.New().EnforceMLPolicy(info, job))); diff != "" {
+	if diff := cmp.Diff(want, rtt.FieldErrsOf(resources.New().EnforceMLPolicy(info, runtime.TrainJobRequest(job)))); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
 	}
 }
@@ -156,7 +156,7 @@ func TestValidateIsDeterministic(t *testing.T) {
 		Requests: list("cpu", "4", "memory", "2Gi", "nvidia.com/gpu", "2", "ephemeral-storage", "2Gi"),
 		Limits:   list("cpu", "2", "memory", "1Gi", "nvidia.com/gpu", "1", "ephemeral-storage", "1Gi"),
 	}).Obj()
-	info, err := runtime.NewInfo(job, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestValidateIsDeterministic(t *testing.T) {
 		{Type: field.ErrorTypeInvalid, Field: "spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]"},
 	}
 	for i := 0; i < 20; i++ {
-		got := rtt.FieldErrs(resources.New().Validate(info, nil, job))
+		got := rtt.FieldErrs(resources.New().Validate(info, runtime.TrainJobRequest(job)))
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("run %d: Validate (-want sorted by resource name +got):\n%s", i, diff)
 		}

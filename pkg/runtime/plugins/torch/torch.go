@@ -49,7 +49,7 @@ var reserved = []string{
 // Torch is the plugin.
 type Torch struct {
 	// ClusterDomain is the cluster's DNS domain, part of the elastic rendezvous
-	// endpoint (see RdzvEndpoint); "" means runtime.DefaultClusterDomain.
+	// endpoint (see RdzvEndpoint; plugins.Ordered passes the manager's).
 	ClusterDomain string
 }
 
@@ -87,14 +87,14 @@ func IsReserved(name string) bool {
 
 // Validate rejects reserved variables in spec.trainer.env, a runtime without a
 // trainer node container, and a process count that cannot be resolved.
-func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
+func (t *Torch) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	if policy(info) == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	if job.Spec.Trainer != nil {
-		envPath := field.NewPath("spec", "trainer", "env")
-		for k, e := range job.Spec.Trainer.Env {
+	if req.Trainer != nil {
+		envPath := req.Paths.Trainer.Child("env")
+		for k, e := range req.Trainer.Env {
 			if IsReserved(e.Name) {
 				errs = append(errs, field.Invalid(envPath.Index(k).Child("name"), e.Name,
 					"is set by Trainyard or torchrun for torch runtimes and must not be set by the TrainJob"))
@@ -103,29 +103,29 @@ func (t *Torch) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 	}
 	c := info.TrainerContainer()
 	if c == nil {
-		return append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), info.Runtime.Name,
+		return append(errs, field.Invalid(req.Paths.Runtime, info.Runtime.Name,
 			fmt.Sprintf("torch runtime %s %q has no replicated job labelled %s=%s with a %q container",
 				info.Runtime.Kind, info.Runtime.Name, trainer.AncestorLabel, trainer.AncestorTrainer, trainer.NodeContainer)))
 	}
 	res := c.Resources
-	if job.Spec.Trainer != nil && job.Spec.Trainer.ResourcesPerNode != nil {
-		res = runtime.MergeResources(res, *job.Spec.Trainer.ResourcesPerNode)
+	if req.Trainer != nil && req.Trainer.ResourcesPerNode != nil {
+		res = runtime.MergeResources(res, *req.Trainer.ResourcesPerNode)
 	}
-	if _, err := ProcPerNode(policy(info), job, res); err != nil {
+	if _, err := ProcPerNode(policy(info), req, res); err != nil {
 		var fe *field.Error
 		if errors.As(err, &fe) {
 			errs = append(errs, fe)
 		}
 	}
-	if IsTorchtune(job) {
-		errs = append(errs, validateTorchtune(info, job, runtime.GPUs(res))...)
+	if IsTorchtune(req) {
+		errs = append(errs, validateTorchtune(info, req, runtime.GPUs(res))...)
 	}
 	return errs
 }
 
 // EnforceMLPolicy sets the node count and injects the torchrun environment into
 // the trainer's node container (and the envInjection targets).
-func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (t *Torch) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
 	pol := policy(info)
 	if pol == nil {
 		return nil
@@ -134,7 +134,7 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	if c == nil {
 		return fmt.Errorf("torch runtime %q has no trainer %q container", info.Runtime.Name, trainer.NodeContainer)
 	}
-	nproc, err := ProcPerNode(pol, job, c.Resources)
+	nproc, err := ProcPerNode(pol, req, c.Resources)
 	if err != nil {
 		return err
 	}
@@ -148,15 +148,15 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 		// RdzvEndpoint), assigns node ranks; the pod count is the TrainJob's
 		// numNodes, else the upper bound.
 		lo, hi := elasticBounds(ep, info.NumNodes)
-		if job.Spec.Trainer == nil || job.Spec.Trainer.NumNodes == nil {
+		if req.Trainer == nil || req.Trainer.NumNodes == nil {
 			info.NumNodes = hi
 		}
 		env = []corev1.EnvVar{
 			{Name: EnvNumNodes, Value: fmt.Sprintf("%d:%d", lo, hi)},
 			{Name: EnvNumProcPerNode, Value: nproc},
 			{Name: EnvRdzvBackend, Value: "c10d"},
-			{Name: EnvRdzvEndpoint, Value: RdzvEndpoint(info, job, t.ClusterDomain) + ":" + port},
-			{Name: EnvRdzvID, Value: job.Name},
+			{Name: EnvRdzvEndpoint, Value: RdzvEndpoint(info, req, t.ClusterDomain) + ":" + port},
+			{Name: EnvRdzvID, Value: req.Name},
 		}
 		if ep.MaxRestarts != nil {
 			env = append(env, corev1.EnvVar{Name: EnvMaxRestarts, Value: strconv.Itoa(int(*ep.MaxRestarts))})
@@ -164,15 +164,15 @@ func (t *Torch) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	} else {
 		env = append(env,
 			runtime.CompletionIndexEnv(EnvNodeRank),
-			corev1.EnvVar{Name: EnvMasterAddr, Value: info.MasterAddr(job)},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: info.MasterAddr(req)},
 			corev1.EnvVar{Name: EnvMasterPort, Value: port},
 		)
 	}
-	if IsTorchtune(job) && pol.ElasticPolicy == nil {
+	if IsTorchtune(req) && pol.ElasticPolicy == nil {
 		// tune run gets the rendezvous endpoint on its command line; the
 		// master variables would make torchrun rendezvous a second way.
 		c.Env = runtime.UpsertEnv(c.Env, env[:3]...)
-		c.Command = tuneCommand(info, job, runtime.GPUs(c.Resources))
+		c.Command = tuneCommand(info, req, runtime.GPUs(c.Resources))
 	} else {
 		c.Env = runtime.UpsertEnv(c.Env, env...)
 	}
@@ -225,11 +225,8 @@ func elasticBounds(ep *trainer.TorchElasticPolicy, numNodes int32) (int32, int32
 // (cluster DNS answers <host>.<subdomain>.<ns>.svc.<domain>, and the search path
 // only completes <host>.<subdomain>). The fully qualified name is both: node 0
 // recognises it, every pod resolves it.
-func RdzvEndpoint(info *runtime.Info, job *trainer.TrainJob, clusterDomain string) string {
-	if clusterDomain == "" {
-		clusterDomain = runtime.DefaultClusterDomain
-	}
-	return fmt.Sprintf("%s.%s.svc.%s", info.MasterAddr(job), job.Namespace, clusterDomain)
+func RdzvEndpoint(info *runtime.Info, req *runtime.Request, clusterDomain string) string {
+	return fmt.Sprintf("%s.%s.svc.%s", info.MasterAddr(req), req.Namespace, clusterDomain)
 }
 
 // ProcPerNode resolves the processes per node. The TrainJob's value wins over the
@@ -237,15 +234,15 @@ func RdzvEndpoint(info *runtime.Info, job *trainer.TrainJob, clusterDomain strin
 // node has GPUs, else one per CPU; "gpu" and "cpu" force one or the other. The
 // counts come from the given resources, which are the runtime's merged with the
 // TrainJob's, so a GPU declared only by the runtime still counts.
-func ProcPerNode(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, res corev1.ResourceRequirements) (string, error) {
+func ProcPerNode(pol *trainer.TorchMLPolicySource, req *runtime.Request, res corev1.ResourceRequirements) (string, error) {
 	v := intstr.FromString(runtime.ProcAuto)
 	if pol.NumProcPerNode != nil {
 		v = *pol.NumProcPerNode
 	}
-	if job.Spec.Trainer != nil && job.Spec.Trainer.NumProcPerNode != nil {
-		v = *job.Spec.Trainer.NumProcPerNode
+	if req.Trainer != nil && req.Trainer.NumProcPerNode != nil {
+		v = *req.Trainer.NumProcPerNode
 	}
-	path := field.NewPath("spec", "trainer", "numProcPerNode")
+	path := req.Paths.Trainer.Child("numProcPerNode")
 	if err := runtime.CheckNumProcPerNode(path, v); err != nil {
 		return "", err
 	}

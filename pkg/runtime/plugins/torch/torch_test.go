@@ -17,7 +17,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
@@ -207,8 +207,8 @@ func TestEnforceMLPolicy(t *testing.T) {
 			wantPorts: torchPort,
 			wantNodes: 3,
 		},
-		"elastic: an empty cluster domain is cluster.local": {
-			plugin: &torch.Torch{},
+		"elastic: the default cluster domain is cluster.local": {
+			plugin: torch.New(),
 			job:    rtt.MakeTrainJob("ns", "job").NumNodes(2).Obj(),
 			rt: rtt.MakeTorchRuntime("torch").MLPolicy(&trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{
 				Torch: &trainer.TorchMLPolicySource{ElasticPolicy: &trainer.TorchElasticPolicy{}},
@@ -298,7 +298,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(tc.job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
@@ -306,7 +306,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 			if plugin == nil {
 				plugin = torch.New()
 			}
-			err = plugin.EnforceMLPolicy(info, tc.job)
+			err = plugin.EnforceMLPolicy(info, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
 			}
@@ -346,11 +346,11 @@ func TestEnforceMLPolicyWithoutNodeContainer(t *testing.T) {
 	job := rtt.MakeTrainJob("ns", "job").Obj()
 	rt := rtt.MakeTorchRuntime("torch").ReplicatedJobs(
 		rtt.MakeReplicatedJob("node", "trainer", rtt.MakeContainer("trainer", "torch:1"))).Obj()
-	info, err := runtime.NewInfo(job, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = torch.New().EnforceMLPolicy(info, job)
+	err = torch.New().EnforceMLPolicy(info, runtime.TrainJobRequest(job))
 	if err == nil || !strings.Contains(err.Error(), `"node"`) {
 		t.Errorf("EnforceMLPolicy error = %v, want one naming the missing node container", err)
 	}
@@ -373,12 +373,12 @@ func TestEnforceMLPolicyNonTorch(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			job := rtt.MakeTrainJob("ns", "job").NumNodes(2).Env(env("RANK", "0")).Obj()
-			info, err := runtime.NewInfo(job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(job), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			want, _ := runtime.NewInfo(job, tc.rt)
-			if err := torch.New().EnforceMLPolicy(info, job); err != nil {
+			want, _ := runtime.NewInfo(runtime.TrainJobRequest(job), tc.rt)
+			if err := torch.New().EnforceMLPolicy(info, runtime.TrainJobRequest(job)); err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)
 			}
 			if diff := cmp.Diff(want.Spec, info.Spec); diff != "" {
@@ -387,7 +387,7 @@ func TestEnforceMLPolicyNonTorch(t *testing.T) {
 			if info.NumNodes != 2 {
 				t.Errorf("NumNodes = %d, want 2", info.NumNodes)
 			}
-			if errs := torch.New().Validate(info, nil, job); len(errs) != 0 {
+			if errs := torch.New().Validate(info, runtime.TrainJobRequest(job)); len(errs) != 0 {
 				t.Errorf("Validate = %v, want none (RANK is only reserved on torch runtimes)", errs)
 			}
 		})
@@ -491,11 +491,11 @@ func TestValidate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// Validate sees the Info as NewInfo builds it; NewInfo itself must not
 			// fail on a missing container when the TrainJob sets no env.
-			info, err := runtime.NewInfo(rtt.MakeTrainJob("ns", "job").Obj(), tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").Obj()), tc.rt)
 			if err != nil {
 				t.Fatalf("NewInfo: %v", err)
 			}
-			got := torch.New().Validate(info, nil, tc.job)
+			got := torch.New().Validate(info, runtime.TrainJobRequest(tc.job))
 			if diff := cmp.Diff(tc.want, rtt.FieldErrs(got)); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
@@ -629,7 +629,7 @@ func TestProcPerNode(t *testing.T) {
 				w.NumProcPerNode(*tc.jobValue)
 			}
 			job := w.Obj()
-			got, err := torch.ProcPerNode(pol, job, tc.res)
+			got, err := torch.ProcPerNode(pol, runtime.TrainJobRequest(job), tc.res)
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -700,7 +700,7 @@ func TestProcPerNodeThroughFramework(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			built, err := fw.Build(tc.job, tc.rt)
+			built, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			objs := built.Objects()
 			if diff := cmp.Diff(tc.wantErr, rtt.FieldErrsOf(err)); diff != "" {
 				t.Fatalf("Build error (-want +got):\n%s", diff)

@@ -36,8 +36,8 @@ var tuneModels = []string{ModelLlama3_2_1B, ModelLlama3_2_3B, ModelLlama3_3_70B,
 var tuneRuntimeKeys = []string{"output_dir", "tokenizer.path", "checkpointer.checkpoint_dir", "tokenizer.merges_file"}
 
 // IsTorchtune reports whether a TrainJob asks for torchtune mode.
-func IsTorchtune(job *trainer.TrainJob) bool {
-	t := job.Spec.Trainer
+func IsTorchtune(req *runtime.Request) bool {
+	t := req.Trainer
 	return t != nil && slices.Equal(t.Command, []string{"tune", "run"})
 }
 
@@ -72,13 +72,13 @@ func tuneFlavour(args []string) (lora, qlora bool) {
 
 // tuneDevices: the explicit integer process count (0 when numProcPerNode is
 // unset or a word), and the GPUs per node.
-func tuneDevices(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, gpus int64) (procs int64, gpusPerNode int64) {
+func tuneDevices(pol *trainer.TorchMLPolicySource, req *runtime.Request, gpus int64) (procs int64, gpusPerNode int64) {
 	var v *intstr.IntOrString
 	if pol != nil && pol.NumProcPerNode != nil {
 		v = pol.NumProcPerNode
 	}
-	if job.Spec.Trainer != nil && job.Spec.Trainer.NumProcPerNode != nil {
-		v = job.Spec.Trainer.NumProcPerNode
+	if req.Trainer != nil && req.Trainer.NumProcPerNode != nil {
+		v = req.Trainer.NumProcPerNode
 	}
 	if v != nil && v.Type == intstr.Int {
 		procs = int64(v.IntVal)
@@ -87,15 +87,15 @@ func tuneDevices(pol *trainer.TorchMLPolicySource, job *trainer.TrainJob, gpus i
 }
 
 // validateTorchtune checks a torchtune TrainJob (Kubeflow Trainer's messages).
-func validateTorchtune(info *runtime.Info, job *trainer.TrainJob, gpus int64) field.ErrorList {
-	t := job.Spec.Trainer
+func validateTorchtune(info *runtime.Info, req *runtime.Request, gpus int64) field.ErrorList {
+	t := req.Trainer
 	model := TuneModel(info.Runtime.Name)
 	if !slices.Contains(tuneModels, model) {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef", "name"), info.Runtime.Name,
+		return field.ErrorList{field.Invalid(req.Paths.Runtime.Child("name"), info.Runtime.Name,
 			fmt.Sprintf("must have a supported pretrained model, invalid model configured: %s", model))}
 	}
 	var errs field.ErrorList
-	nodesPath := field.NewPath("spec", "trainer", "numNodes")
+	nodesPath := req.Paths.Trainer.Child("numNodes")
 	if info.NumNodes > 1 && model != ModelLlama3_3_70B {
 		errs = append(errs, field.Invalid(nodesPath, info.NumNodes, fmt.Sprintf("must be 1 for %s model", model)))
 	}
@@ -103,16 +103,16 @@ func validateTorchtune(info *runtime.Info, job *trainer.TrainJob, gpus int64) fi
 	if qlora {
 		switch model {
 		case ModelQwen2_5_1_5B:
-			errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef", "name"), info.Runtime.Name,
+			errs = append(errs, field.Invalid(req.Paths.Runtime.Child("name"), info.Runtime.Name,
 				fmt.Sprintf("QLoRA is not supported for %s model", model)))
 		case ModelLlama3_2_1B, ModelLlama3_2_3B:
 			// QLoRA recipes for these models run on one device only.
-			procs, _ := tuneDevices(policy(info), job, gpus)
+			procs, _ := tuneDevices(policy(info), req, gpus)
 			if procs > 1 || gpus > 1 {
 				errs = append(errs,
-					field.Invalid(field.NewPath("spec", "trainer", "numProcPerNode"), t.NumProcPerNode,
+					field.Invalid(req.Paths.Trainer.Child("numProcPerNode"), t.NumProcPerNode,
 						fmt.Sprintf("must be auto or 1 for %s model when using QLoRA", model)),
-					field.Invalid(field.NewPath("spec", "trainer", "resourcesPerNode"), gpus,
+					field.Invalid(req.Paths.Trainer.Child("resourcesPerNode"), gpus,
 						fmt.Sprintf("must have gpu resource with value 1 for %s model when using QLoRA", model)))
 			}
 		}
@@ -123,7 +123,7 @@ func validateTorchtune(info *runtime.Info, job *trainer.TrainJob, gpus int64) fi
 	for i, a := range t.Args {
 		key, _, _ := strings.Cut(a, "=")
 		if slices.Contains(tuneRuntimeKeys, key) {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "trainer", "args").Index(i), a,
+			errs = append(errs, field.Invalid(req.Paths.Trainer.Child("args").Index(i), a,
 				fmt.Sprintf("must not set immutable config %q in trainer args; it is managed by the runtime", key)))
 		}
 	}
@@ -133,14 +133,14 @@ func validateTorchtune(info *runtime.Info, job *trainer.TrainJob, gpus int64) fi
 // tuneCommand is the rewritten trainer command: tune run, the rendezvous
 // endpoint when more than one device trains, the recipe and its config for the
 // model, then the runtime's path settings.
-func tuneCommand(info *runtime.Info, job *trainer.TrainJob, gpus int64) []string {
-	procs, gpus := tuneDevices(policy(info), job, gpus)
-	lora, qlora := tuneFlavour(job.Spec.Trainer.Args)
+func tuneCommand(info *runtime.Info, req *runtime.Request, gpus int64) []string {
+	procs, gpus := tuneDevices(policy(info), req, gpus)
+	lora, qlora := tuneFlavour(req.Trainer.Args)
 	single := info.NumNodes == 1 && (procs == 1 || gpus == 1)
 
 	cmd := []string{"tune", "run"}
 	if info.NumNodes > 1 || procs > 1 || (procs == 0 && gpus > 1) {
-		cmd = append(cmd, fmt.Sprintf("--rdzv_endpoint=%s:%s", info.MasterAddr(job), strconv.Itoa(int(trainer.ContainerTrainerPort))))
+		cmd = append(cmd, fmt.Sprintf("--rdzv_endpoint=%s:%s", info.MasterAddr(req), strconv.Itoa(int(trainer.ContainerTrainerPort))))
 	}
 	var recipe, suffix string
 	switch {

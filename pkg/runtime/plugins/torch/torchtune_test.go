@@ -12,7 +12,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/torch"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 // tuneRuntime is the shape of the shipped torchtune runtimes: the recipe
@@ -86,7 +86,7 @@ func TestTorchtuneCommand(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := fw.Build(tc.job, tc.rt)
+			p, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -117,7 +117,7 @@ func TestTorchtuneNotTriggered(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := rtt.MakeTrainJob("ns", "job").Command("tune", "run", "full_finetune_distributed").Obj()
-	p, err := fw.Build(job, tuneRuntime("torchtune-llama3.2-1b", "2").Obj())
+	p, err := fw.Build(runtime.TrainJobRequest(job), tuneRuntime("torchtune-llama3.2-1b", "2").Obj())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +189,10 @@ func TestTorchtuneValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, nil, tc.job)); diff != "" {
+			if diff := cmp.Diff(tc.want, fw.Validate(tc.rt, runtime.TrainJobRequest(tc.job))); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
 			}
-			_, err := fw.Build(tc.job, tc.rt)
+			_, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if diff := cmp.Diff(rtt.FieldErrs(tc.want), rtt.FieldErrsOf(err)); diff != "" {
 				t.Errorf("Build errors (-want +got):\n%s", diff)
 			}

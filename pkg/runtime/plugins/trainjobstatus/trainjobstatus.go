@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/statusserver"
@@ -68,7 +67,7 @@ func (c *Config) URL(ns, name string) string {
 // EnforceMLPolicy gives every regular container of the trainer pods the
 // environment and the token volume, whatever the runtime's ML policy (a
 // runtime with no trainer job gets nothing).
-func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (p *Progress) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
 	if p.cfg == nil {
 		return nil
 	}
@@ -76,17 +75,17 @@ func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) er
 	if ps == nil {
 		return nil
 	}
-	ps.Volumes = runtime.UpsertVolumes(ps.Volumes, Volume(job))
+	ps.Volumes = runtime.UpsertVolumes(ps.Volumes, Volume(req))
 	// As in Kubeflow Trainer, the names are not reserved: a value the
 	// TrainJob sets in spec.trainer.env wins (e.g. a trainer that reports to
 	// a proxy).
 	var env []corev1.EnvVar
 	for _, e := range []corev1.EnvVar{
-		{Name: EnvURL, Value: p.cfg.URL(job.Namespace, job.Name)},
+		{Name: EnvURL, Value: p.cfg.URL(req.Namespace, req.Name)},
 		{Name: EnvCACert, Value: MountPath + "/" + CAFile},
 		{Name: EnvToken, Value: MountPath + "/" + TokenFile},
 	} {
-		if !userSets(job, e.Name) {
+		if !userSets(req, e.Name) {
 			env = append(env, e)
 		}
 	}
@@ -102,11 +101,11 @@ func (p *Progress) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) er
 // the job's audience, and the CA from the namespace's ConfigMap. The kubelet
 // waits for that ConfigMap before it starts the pod, and refreshes the file
 // when the CA rotates.
-func Volume(job *trainer.TrainJob) corev1.Volume {
+func Volume(req *runtime.Request) corev1.Volume {
 	return corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{
 			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience:          statusserver.Audience(job.Namespace, job.Name),
+				Audience:          statusserver.Audience(req.Namespace, req.Name),
 				ExpirationSeconds: ptr.To[int64](TokenExpirationSeconds),
 				Path:              TokenFile,
 			}},
@@ -119,11 +118,11 @@ func Volume(job *trainer.TrainJob) corev1.Volume {
 }
 
 // userSets says whether the TrainJob's spec.trainer.env sets a variable.
-func userSets(job *trainer.TrainJob, name string) bool {
-	if job.Spec.Trainer == nil {
+func userSets(req *runtime.Request, name string) bool {
+	if req.Trainer == nil {
 		return false
 	}
-	for _, e := range job.Spec.Trainer.Env {
+	for _, e := range req.Trainer.Env {
 		if e.Name == name {
 			return true
 		}

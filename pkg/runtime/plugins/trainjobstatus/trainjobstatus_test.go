@@ -12,8 +12,8 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/trainjobstatus"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
 	"github.com/trainyard/trainyard/pkg/statusserver"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 var cfg = &trainjobstatus.Config{
@@ -87,11 +87,11 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			info, err := runtime.NewInfo(job(), tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(job()), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := trainjobstatus.New(tc.cfg).EnforceMLPolicy(info, job()); err != nil {
+			if err := trainjobstatus.New(tc.cfg).EnforceMLPolicy(info, runtime.TrainJobRequest(job())); err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]corev1.PodSpec{}
@@ -111,11 +111,11 @@ func TestEnforceMLPolicyReplacesUserVolume(t *testing.T) {
 	node.VolumeMounts = []corev1.VolumeMount{{Name: "kubeflow-trainer-token", MountPath: "/elsewhere"}}
 	rj := rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, node)
 	rj.Template.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "kubeflow-trainer-token", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	info, err := runtime.NewInfo(job(), rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "torch").ReplicatedJobs(rj).Obj())
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(job()), rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "torch").ReplicatedJobs(rj).Obj())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, job()); err != nil {
+	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, runtime.TrainJobRequest(job())); err != nil {
 		t.Fatal(err)
 	}
 	ps := info.PodSpec("node")
@@ -152,11 +152,11 @@ func TestUserEnvWins(t *testing.T) {
 	j.Spec.Trainer = &trainer.Trainer{Env: []corev1.EnvVar{rtt.Env("LR", "0.1"), rtt.Env("KUBEFLOW_TRAINER_SERVER_TOKEN", "/mine")}}
 	rt := rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "torch").ReplicatedJobs(
 		rtt.MakeReplicatedJob("node", trainer.AncestorTrainer, rtt.MakeContainer(trainer.NodeContainer, "torch"))).Obj()
-	info, err := runtime.NewInfo(j, rt)
+	info, err := runtime.NewInfo(runtime.TrainJobRequest(j), rt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, j); err != nil {
+	if err := trainjobstatus.New(cfg).EnforceMLPolicy(info, runtime.TrainJobRequest(j)); err != nil {
 		t.Fatal(err)
 	}
 	var got []corev1.EnvVar

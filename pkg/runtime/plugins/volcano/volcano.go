@@ -50,7 +50,7 @@ var (
 	_ framework.PodGroupPolicyPlugin = (*Volcano)(nil)
 	_ framework.BuildPlugin          = (*Volcano)(nil)
 	_ framework.OwnerPlugin          = (*Volcano)(nil)
-	_ framework.GangPlugin           = (*Volcano)(nil)
+	_ framework.StatusPlugin         = (*Volcano)(nil)
 )
 
 // New returns the plugin.
@@ -77,19 +77,19 @@ func policy(info *runtime.Info) *trainer.VolcanoPodGroupPolicySource {
 }
 
 // Validate rejects an empty queue name, which Volcano would not place.
-func (*Volcano) Validate(info *runtime.Info, _, _ *trainer.TrainJob) field.ErrorList {
+func (*Volcano) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
 	if policy(info) == nil {
 		return nil
 	}
 	if q, ok := info.Annotations[QueueAnnotation]; ok && q == "" {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "annotations").Key(QueueAnnotation), q,
+		return field.ErrorList{field.Invalid(req.Paths.Annotations.Key(QueueAnnotation), q,
 			"Volcano queue name must not be empty")}
 	}
 	return nil
 }
 
 // EnforcePodGroupPolicy annotates every pod template with the PodGroup's name.
-func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob) error {
+func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, req *runtime.Request) error {
 	if policy(info) == nil {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob)
 		if tmpl.Annotations == nil {
 			tmpl.Annotations = map[string]string{}
 		}
-		tmpl.Annotations[GroupNameAnnotation] = job.Name
+		tmpl.Annotations[GroupNameAnnotation] = req.Name
 	}
 	return nil
 }
@@ -107,19 +107,28 @@ func (*Volcano) EnforcePodGroupPolicy(info *runtime.Info, job *trainer.TrainJob)
 func queue(info *runtime.Info) string { return info.Annotations[QueueAnnotation] }
 
 // Build emits the PodGroup: every pod of the job and their summed requests,
-// the queue, the priority class and the network-topology constraint. It is
-// applied while the TrainJob is suspended and left alone once it runs.
-func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, error) {
+// the queue, the priority class (each as the request's gang policy says,
+// when it does) and the network-topology constraint. It is applied while the
+// job is suspended and left alone once it runs.
+func (*Volcano) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error) {
 	p := policy(info)
 	if p == nil {
 		return nil, nil
 	}
-	spec := info.Gang().PodGroupSpec()
+	spec := req.Gang.Apply(info.Gang()).PodGroupSpec()
 	if q := queue(info); q != "" {
 		spec["queue"] = q
 	}
 	if pc := info.PriorityClassName(); pc != "" {
 		spec["priorityClassName"] = pc
+	}
+	if g := req.Gang; g != nil {
+		if g.Queue != "" {
+			spec["queue"] = g.Queue
+		}
+		if g.PriorityClass != "" {
+			spec["priorityClassName"] = g.PriorityClass
+		}
 	}
 	if nt := p.NetworkTopology; nt != nil {
 		topo := map[string]any{}
@@ -132,22 +141,33 @@ func (*Volcano) Build(info *runtime.Info, job *trainer.TrainJob) ([]plan.Child, 
 		spec["networkTopology"] = topo
 	}
 	pg := NewPodGroup()
-	pg.SetName(job.Name)
-	pg.SetNamespace(job.Namespace)
+	pg.SetName(req.Name)
+	pg.SetNamespace(req.Namespace)
 	if err := unstructured.SetNestedField(pg.Object, spec, "spec"); err != nil {
-		return nil, fmt.Errorf("rendering PodGroup %s: %w", job.Name, err)
+		return nil, fmt.Errorf("rendering PodGroup %s: %w", req.Name, err)
 	}
 	return []plan.Child{plan.ApplyWhileSuspended(pg)}, nil
 }
 
-// GangWaiting says why the job's pods wait, while Volcano has not placed its
+// Status implements framework.StatusPlugin: why the job's pods wait (the
+// first gang plugin to say so wins, see gangWaiting).
+func (*Volcano) Status(name string, obs *observe.Observed, facts *framework.Facts) {
+	if facts.Gang != nil {
+		return
+	}
+	if reason, msg, ok := gangWaiting(name, obs); ok {
+		facts.Gang = &framework.Waiting{Reason: reason, Message: msg}
+	}
+}
+
+// gangWaiting says why the job's pods wait, while Volcano has not placed its
 // PodGroup: the scheduler's Unschedulable condition on the group (reason and
 // message verbatim), else the group's phase and queue.
-func (*Volcano) GangWaiting(job *trainer.TrainJob, obs *observe.Observed) (string, string, bool) {
+func gangWaiting(name string, obs *observe.Observed) (string, string, bool) {
 	if obs == nil {
 		return "", "", false
 	}
-	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: job.Name}].(*unstructured.Unstructured)
+	pg, ok := obs.Children[childsync.Key{GroupKind: PodGroupGVK.GroupKind(), Name: name}].(*unstructured.Unstructured)
 	if !ok {
 		return "", "", false
 	}

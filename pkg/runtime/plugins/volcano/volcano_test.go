@@ -16,7 +16,7 @@ import (
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins/volcano"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func podGroup(spec map[string]any) *unstructured.Unstructured {
@@ -79,7 +79,7 @@ func TestBuild(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := fw.Build(rtt.MakeTrainJob("ns", "job").NumNodes(4).Obj(), tc.rt)
+			p, err := fw.Build(runtime.TrainJobRequest(rtt.MakeTrainJob("ns", "job").NumNodes(4).Obj()), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,11 +124,11 @@ func TestValidate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			job := rtt.MakeTrainJob("ns", "job").Obj()
-			info, err := runtime.NewInfo(job, tc.rt)
+			info, err := runtime.NewInfo(runtime.TrainJobRequest(job), tc.rt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := rtt.FieldErrDetails(volcano.New().Validate(info, nil, job))
+			got := rtt.FieldErrDetails(volcano.New().Validate(info, runtime.TrainJobRequest(job)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
@@ -179,10 +179,14 @@ func TestGangWaiting(t *testing.T) {
 			if tc.pg != nil {
 				obs.Children[childsync.Key{GroupKind: volcano.PodGroupGVK.GroupKind(), Name: "job"}] = tc.pg
 			}
+			var facts framework.Facts
+			volcano.New().Status(job.Name, obs, &facts)
 			var got want
-			got.Reason, got.Message, got.Waiting = volcano.New().GangWaiting(job, obs)
+			if facts.Gang != nil {
+				got = want{facts.Gang.Reason, facts.Gang.Message, true}
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("GangWaiting (-want +got):\n%s", diff)
+				t.Errorf("gang facts (-want +got):\n%s", diff)
 			}
 		})
 	}

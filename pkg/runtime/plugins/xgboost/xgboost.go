@@ -55,13 +55,13 @@ func enabled(info *runtime.Info) bool {
 
 // Validate rejects the reserved DMLC_* names in spec.trainer.env (Kubeflow
 // Trainer's message and path).
-func (*XGBoost) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.ErrorList {
-	if !enabled(info) || job.Spec.Trainer == nil {
+func (*XGBoost) Validate(info *runtime.Info, req *runtime.Request) field.ErrorList {
+	if !enabled(info) || req.Trainer == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	path := field.NewPath("spec", "trainer", "env")
-	for i, e := range job.Spec.Trainer.Env {
+	path := req.Paths.Trainer.Child("env")
+	for i, e := range req.Trainer.Env {
 		for _, r := range reserved {
 			if e.Name == r {
 				errs = append(errs, field.Forbidden(path.Index(i), fmt.Sprintf("%s is reserved for the XGBoost runtime", r)))
@@ -75,8 +75,8 @@ func (*XGBoost) Validate(info *runtime.Info, _, job *trainer.TrainJob) field.Err
 // node container, only when the TrainJob has a trainer block. There is one
 // worker per pod on CPU nodes and one per GPU on GPU nodes; DMLC_TASK_ID is the
 // pod's index, so a GPU program derives its workers' ranks from it.
-func (*XGBoost) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error {
-	if !enabled(info) || job.Spec.Trainer == nil {
+func (*XGBoost) EnforceMLPolicy(info *runtime.Info, req *runtime.Request) error {
+	if !enabled(info) || req.Trainer == nil {
 		return nil
 	}
 	c := info.TrainerContainer()
@@ -85,7 +85,7 @@ func (*XGBoost) EnforceMLPolicy(info *runtime.Info, job *trainer.TrainJob) error
 	}
 	perNode := max(runtime.GPUs(c.Resources), 1)
 	c.Env = runtime.UpsertEnv(c.Env,
-		corev1.EnvVar{Name: EnvTrackerURI, Value: info.MasterAddr(job)},
+		corev1.EnvVar{Name: EnvTrackerURI, Value: info.MasterAddr(req)},
 		corev1.EnvVar{Name: EnvTrackerPort, Value: strconv.Itoa(int(trainer.ContainerTrainerPort))},
 		runtime.CompletionIndexEnv(EnvTaskID),
 		corev1.EnvVar{Name: EnvNumWorker, Value: strconv.FormatInt(int64(info.NumNodes)*perNode, 10)},

@@ -11,7 +11,7 @@ import (
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/plugins"
-	rtt "github.com/trainyard/trainyard/pkg/runtime/testing"
+	rtt "github.com/trainyard/trainyard/test/util/rtt"
 )
 
 func xgbRuntime() *rtt.RuntimeWrapper {
@@ -71,7 +71,7 @@ func TestXGBoost(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := fw.Build(tc.job, tc.rt)
+			p, err := fw.Build(runtime.TrainJobRequest(tc.job), tc.rt)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -105,14 +105,14 @@ func TestValidate(t *testing.T) {
 		field.Forbidden(field.NewPath("spec", "trainer", "env").Index(3), "DMLC_TASK_ID is reserved for the XGBoost runtime"),
 		field.Forbidden(field.NewPath("spec", "trainer", "env").Index(4), "DMLC_NUM_WORKER is reserved for the XGBoost runtime"),
 	}
-	if diff := cmp.Diff(want, fw.Validate(xgbRuntime().Obj(), nil, job)); diff != "" {
+	if diff := cmp.Diff(want, fw.Validate(xgbRuntime().Obj(), runtime.TrainJobRequest(job))); diff != "" {
 		t.Errorf("Validate (-want +got):\n%s", diff)
 	}
 	// The same names are free on other runtimes, and the build reports the errors too.
-	if errs := fw.Validate(rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(), nil, job); len(errs) != 0 {
+	if errs := fw.Validate(rtt.MakeRuntime(trainer.ClusterTrainingRuntimeKind, "plain").Obj(), runtime.TrainJobRequest(job)); len(errs) != 0 {
 		t.Errorf("plain runtime: %v", errs)
 	}
-	if _, err := fw.Build(job, xgbRuntime().Obj()); len(rtt.FieldErrsOf(err)) != 4 {
+	if _, err := fw.Build(runtime.TrainJobRequest(job), xgbRuntime().Obj()); len(rtt.FieldErrsOf(err)) != 4 {
 		t.Errorf("Build error = %v, want the 4 reserved-name errors", err)
 	}
 }

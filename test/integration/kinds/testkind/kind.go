@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -106,22 +107,21 @@ func (a adapter) Plan(o client.Object, _ *observe.Observed, _ time.Time) (*plan.
 	if finished(&j.Status) {
 		return nil, nil
 	}
-	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: j.Namespace, UID: j.UID},
-		Spec: trainer.TrainJobSpec{
-			Suspend: ptr.To(j.Spec.Suspend),
-			Trainer: &trainer.Trainer{NumNodes: ptr.To(j.Spec.Nodes)},
-		},
+	req := &runtime.Request{
+		Name: j.Name, Namespace: j.Namespace, Suspend: j.Spec.Suspend,
+		Trainer: &trainer.Trainer{NumNodes: ptr.To(j.Spec.Nodes)},
+		Paths:   runtime.Paths{Name: field.NewPath("metadata", "name"), Trainer: field.NewPath("spec"), Spec: field.NewPath("spec")},
 	}
-	return a.fw.Build(tj, runtimeOf(j))
+	return a.fw.Build(req, runtimeOf(j))
 }
 
 // Status follows the JobSet: its name, and a phase from its suspension and
-// terminal conditions.
-func (adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, _ time.Time) jobframework.Outcome {
+// how it finished (what the pipeline's status plugins read of it).
+func (a adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.Sync, _ time.Time) jobframework.Outcome {
 	j := o.(*TestJob)
 	u := j.DeepCopy()
-	js := sync.After(obs).JobSet(j.Name)
+	after := sync.After(obs)
+	js := after.JobSet(j.Name)
 	u.Status.Message = ""
 	switch {
 	case sync.Err != nil:
@@ -138,9 +138,10 @@ func (adapter) Status(o client.Object, obs *observe.Observed, sync jobframework.
 		if ptr.Deref(js.Spec.Suspend, false) {
 			u.Status.Phase = "Suspended"
 		}
-		for _, c := range js.Status.Conditions {
-			if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetv1alpha2.JobSetCompleted) || c.Type == string(jobsetv1alpha2.JobSetFailed)) {
-				u.Status.Phase = map[string]string{string(jobsetv1alpha2.JobSetCompleted): "Complete", string(jobsetv1alpha2.JobSetFailed): "Failed"}[c.Type]
+		if f := a.fw.Status(j.Name, after).Finished; f != nil {
+			u.Status.Phase = "Complete"
+			if f.Failed {
+				u.Status.Phase = "Failed"
 			}
 		}
 	}

@@ -76,6 +76,12 @@ func (c *Cluster) prepareVolcano(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.prepareVolcanoFrom(dir)
+}
+
+// prepareVolcanoFrom reads Volcano's CRDs from dir, the volcano.sh/volcano
+// module its binaries were built from, and writes the scheduler's configuration.
+func (c *Cluster) prepareVolcanoFrom(dir string) error {
 	objs, err := readYAMLFiles(filepath.Join(dir, volcanoCRDDir))
 	if err != nil {
 		return fmt.Errorf("volcano CRDs: %w", err)

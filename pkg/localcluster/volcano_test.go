@@ -1,10 +1,11 @@
 package localcluster
 
 import (
-	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,11 +37,31 @@ func TestBinariesOfVolcano(t *testing.T) {
 	}
 }
 
-// The CRDs and the scheduler configuration come from the tool module.
+// The CRDs and the scheduler configuration come from the module Volcano's
+// binaries are built from (here: test/tools/volcano's, without building them).
 func TestPrepareVolcano(t *testing.T) {
 	repo, err := FindRepoDir(".")
 	if err != nil {
 		t.Fatal(err)
+	}
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "volcano.sh/volcano")
+	list.Dir = filepath.Join(repo, "test", "tools", "volcano")
+	list.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("the volcano.sh/volcano module of test/tools/volcano: %v", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		download := exec.Command("go", "mod", "download", "volcano.sh/volcano")
+		download.Dir = list.Dir
+		if b, err := download.CombinedOutput(); err != nil {
+			t.Fatalf("go mod download volcano.sh/volcano: %v\n%s", err, b)
+		}
+		if out, err = list.Output(); err != nil {
+			t.Fatal(err)
+		}
+		dir = strings.TrimSpace(string(out))
 	}
 	state := t.TempDir()
 	for _, d := range []string{"manifests", "config"} {
@@ -49,7 +70,7 @@ func TestPrepareVolcano(t *testing.T) {
 		}
 	}
 	c := &Cluster{o: Options{RepoDir: repo, StateDir: state}}
-	if err := c.prepareVolcano(context.Background()); err != nil {
+	if err := c.prepareVolcanoFrom(dir); err != nil {
 		t.Fatal(err)
 	}
 	var names []string

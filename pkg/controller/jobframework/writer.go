@@ -2,13 +2,16 @@ package jobframework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/conversion/queryparams"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -46,8 +49,22 @@ type clientKey struct {
 // newBlindWriter writes through the API server of cfg.
 func newBlindWriter(cfg *rest.Config, httpClient *http.Client, mapper apimeta.RESTMapper, scheme *k8sruntime.Scheme) *blindWriter {
 	return &blindWriter{cfg: cfg, httpClient: httpClient, mapper: mapper, scheme: scheme,
-		codecs: serializer.NewCodecFactory(scheme), params: k8sruntime.NewParameterCodec(scheme),
+		codecs: serializer.NewCodecFactory(scheme), params: optionsCodec{},
 		clients: map[clientKey]rest.Interface{}}
+}
+
+// optionsCodec encodes CreateOptions and PatchOptions as query parameters
+// without converting them to the object's group version, as controller-runtime's
+// client does: a scheme registers the meta options only for the groups whose
+// AddToScheme adds them (Volcano's and the scheduler-plugins' PodGroups do not).
+type optionsCodec struct{}
+
+func (optionsCodec) EncodeParameters(obj k8sruntime.Object, _ schema.GroupVersion) (url.Values, error) {
+	return queryparams.Convert(obj)
+}
+
+func (optionsCodec) DecodeParameters(url.Values, schema.GroupVersion, k8sruntime.Object) error {
+	return errors.New("optionsCodec only encodes")
 }
 
 // resource is what a request about obj needs: its REST client, resource

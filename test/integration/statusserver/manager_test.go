@@ -217,14 +217,16 @@ func TestSetupInManager(t *testing.T) {
 	// not in one with a TrainJob (it is not the manager's to change).
 	theirs := map[string]string{}
 	for _, withJob := range []bool{false, true} {
+		// The user's ConfigMap comes first: once a TrainJob is there the
+		// manager publishes its own, and the name is taken.
 		other := framework.NewNamespace(t, c, "planted")
-		if withJob {
-			h.trainJob(t, other, "mnist", "none")
-		}
 		planted := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: statusserver.CAConfigMapName,
 			Labels: map[string]string{"trainyard.io/managed-by": "trainyard"}}, Data: map[string]string{statusserver.CAKey: selfSignedPEM(t, other)}}
 		if err := c.Create(ctx, planted, client.FieldOwner("kubectl-create")); err != nil {
 			t.Fatal(err)
+		}
+		if withJob {
+			h.trainJob(t, other, "mnist", "none")
 		}
 		theirs[other] = planted.Data[statusserver.CAKey]
 	}

@@ -101,13 +101,13 @@ package_of() {
 # others (kube-apiserver carries the packages they share).
 cold_s() {
   case "$1" in
-    etcd) echo 60 ;;
-    kube-apiserver) echo 240 ;;
-    kube-controller-manager) echo 60 ;;
-    kube-scheduler) echo 15 ;;
+    etcd) echo 80 ;;
+    kube-apiserver) echo 340 ;;
+    kube-controller-manager) echo 85 ;;
+    kube-scheduler) echo 20 ;;
     kubectl) echo 45 ;;
     kwok) echo 40 ;;
-    jobset-controller) echo 25 ;;
+    jobset-controller) echo 31 ;;
     kueue-controller) echo 330 ;;
     kubelet) echo 90 ;;
     kube-proxy) echo 20 ;;

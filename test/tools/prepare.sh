@@ -32,7 +32,7 @@ start=$(date +%s)
 # What Trainyard's binaries take on a cold build (empty GOCACHE and module
 # cache, downloads included) on an idle 2-core machine, built first: the
 # estimate the first line gives (docs/performance.md, "Cold start").
-TRAINYARD_COLD_S=150
+TRAINYARD_COLD_S=340
 
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 elapsed() { mmss $(( $(date +%s) - start )); }

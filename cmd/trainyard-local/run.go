@@ -63,14 +63,12 @@ const (
 // 0 once the TrainJob is Complete, non-zero with the TrainJob's reason otherwise.
 //
 // Usage: trainyard-local run [-quick | -containers] [-kueue] [-keep] [-timeout 15m] [-state-dir bin/cluster]
-// (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods
-// run the host's torchrun and torchvision (Debian's python3-torch and
-// python3-torchvision, which `make run` installs, with dataset-fashion-mnist) and
-// trainyard-initializer (which `make run` installs in /usr/local/bin).
+// (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods run the
+// host's torchrun and torchvision (Debian's, with dataset-fashion-mnist) and trainyard-initializer:
+// `make run` installs them.
 //
-// trainyard-local run -tools [FLAGS] prints the test/tools/build.sh targets that
-// run with those flags needs, one per line (localcluster.Binaries of the
-// cluster it starts): make run builds those and nothing else.
+// trainyard-local run -tools [FLAGS] prints the test/tools/build.sh targets run with those flags
+// needs, one per line (localcluster.Binaries of its cluster): make run builds those, nothing else.
 func runCommand(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	containers := fs.Bool("containers", false, "train Fashion-MNIST in real containers on 2 container nodes (the images of make images) instead of on a process node")

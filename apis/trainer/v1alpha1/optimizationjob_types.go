@@ -317,6 +317,50 @@ type OptimizationJobStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TrialsFailed int32 `json:"trialsFailed,omitempty"`
+
+	// trials are the trials created so far, in order: each one's TrainJob, state and objective value. A trial's record stays when its TrainJob is deleted. Trainyard's addition.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Trials []TrialStatus `json:"trials,omitempty"`
+}
+
+// TrialState is the state of one trial.
+// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+type TrialState string
+
+// Trial states.
+const (
+	// TrialRunning: the trial's TrainJob exists and has not finished (it may be queued or suspended).
+	TrialRunning TrialState = "Running"
+	// TrialSucceeded: the TrainJob completed.
+	TrialSucceeded TrialState = "Succeeded"
+	// TrialFailed: the TrainJob failed, or was deleted before it finished.
+	TrialFailed TrialState = "Failed"
+)
+
+// TrialStatus is one trial as Trainyard last observed it.
+type TrialStatus struct {
+	// name of the trial's TrainJob.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// state of the trial: Running, Succeeded or Failed.
+	// +required
+	State TrialState `json:"state"`
+
+	// objectiveValue is the last value of the objective metric the trial reported (set once it succeeded).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	ObjectiveValue string `json:"objectiveValue,omitempty"`
+
+	// message says why a trial failed, or why a succeeded one has no objective value.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Result is the best trial: the one whose objective metric was best by the objective's direction.

@@ -106,9 +106,9 @@ func TestGridIsExhaustive(t *testing.T) {
 		want [][]trainer.ParameterAssignment
 	}{
 		"more trials than combinations: each combination once": {gridSpec(100, params...), full},
-		"exactly the combinations":                              {gridSpec(6, params...), full},
-		"numTrials caps the grid":                               {gridSpec(4, params...), full[:4]},
-		"one parameter":                                         {gridSpec(5, catP("x", "a", "b")), [][]trainer.ParameterAssignment{pa("x", "a"), pa("x", "b")}},
+		"exactly the combinations":                             {gridSpec(6, params...), full},
+		"numTrials caps the grid":                              {gridSpec(4, params...), full[:4]},
+		"one parameter":                                        {gridSpec(5, catP("x", "a", "b")), [][]trainer.ParameterAssignment{pa("x", "a"), pa("x", "b")}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -210,9 +210,9 @@ func TestInvalid(t *testing.T) {
 		spec *trainer.OptimizationJobSpec
 		want []string
 	}{
-		"min not below max": {randomSpec(nil, 1, uniformP("x", "2", "1", "")), []string{"spec.parameters[0].searchSpace.uniform.min"}},
-		"log min zero":      {randomSpec(nil, 1, catP("a", "x"), logP("lr", "0", "1", "")), []string{"spec.parameters[1].searchSpace.logUniform.min"}},
-		"not a number":      {randomSpec(nil, 1, uniformP("x", "abc", "1e400", "")), []string{"spec.parameters[0].searchSpace.uniform.min", "spec.parameters[0].searchSpace.uniform.max"}},
+		"min not below max":                {randomSpec(nil, 1, uniformP("x", "2", "1", "")), []string{"spec.parameters[0].searchSpace.uniform.min"}},
+		"log min zero":                     {randomSpec(nil, 1, catP("a", "x"), logP("lr", "0", "1", "")), []string{"spec.parameters[1].searchSpace.logUniform.min"}},
+		"not a number":                     {randomSpec(nil, 1, uniformP("x", "abc", "1e400", "")), []string{"spec.parameters[0].searchSpace.uniform.min", "spec.parameters[0].searchSpace.uniform.max"}},
 		"int range without a whole number": {randomSpec(nil, 1, uniformP("x", "0.2", "0.8", trainer.ParameterTypeInt)), []string{"spec.parameters[0].searchSpace.uniform"}},
 		"grid on a numeric parameter":      {gridSpec(2, catP("a", "x"), uniformP("x", "0", "1", "")), []string{"spec.parameters[1].searchSpace.uniform"}},
 		"no search space":                  {randomSpec(nil, 1, trainer.Parameter{Name: "x"}), []string{"spec.parameters[0].searchSpace"}},

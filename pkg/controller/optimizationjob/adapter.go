@@ -119,7 +119,7 @@ func (Adapter) SyncEvents(_ client.Object, sync jobframework.Sync) []jobframewor
 			continue
 		}
 		out = append(out, jobframework.Event{Type: corev1.EventTypeNormal, Reason: EventTrialCreated, Action: "Create",
-			Message: fmt.Sprintf("Created trial %s: %s", tj.Name, ParamsText(ParametersOf(tj)))})
+			Message: fmt.Sprintf("Created trial %s: %s", tj.Name, ParamsText(ParametersOf(tj))), Related: trialRef(tj.Namespace, tj.Name)})
 	}
 	sortEvents(out)
 	return out

@@ -162,7 +162,8 @@ func (a Adapter) Status(o client.Object, obs *observe.Observed, sync jobframewor
 			Parameters: resultParameters(job, obs, recs[b].Name, b, s)}
 		if recs[b].Name != oldBest {
 			events = append(events, jobframework.Event{Type: corev1.EventTypeNormal, Reason: EventBestTrial, Action: "Evaluate",
-				Message: fmt.Sprintf("Best trial is now %s: %s=%s (%s)", recs[b].Name, obj.Metric, recs[b].ObjectiveValue, ParamsText(st.Result.Parameters))})
+				Message: fmt.Sprintf("Best trial is now %s: %s=%s (%s)", recs[b].Name, obj.Metric, recs[b].ObjectiveValue, ParamsText(st.Result.Parameters)),
+				Related: trialRef(job.Namespace, recs[b].Name)})
 		}
 	}
 
@@ -216,11 +217,12 @@ func trialEvents(job *trainer.OptimizationJob, recs []trainer.TrialStatus, metri
 			if r.ObjectiveValue == "" {
 				msg = fmt.Sprintf("Trial %s %s", r.Name, r.Message)
 			}
-			out = append(out, jobframework.Event{Type: corev1.EventTypeNormal, Reason: EventTrialSucceeded, Action: "Observe", Message: msg})
+			out = append(out, jobframework.Event{Type: corev1.EventTypeNormal, Reason: EventTrialSucceeded, Action: "Observe", Message: msg,
+				Related: trialRef(job.Namespace, r.Name)})
 			continue
 		}
 		out = append(out, jobframework.Event{Type: corev1.EventTypeWarning, Reason: EventTrialFailed, Action: "Observe",
-			Message: fmt.Sprintf("Trial %s failed: %s", r.Name, r.Message)})
+			Message: fmt.Sprintf("Trial %s failed: %s", r.Name, r.Message), Related: trialRef(job.Namespace, r.Name)})
 	}
 	return out
 }

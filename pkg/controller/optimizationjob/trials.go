@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
-	"github.com/trainyard/trainyard/pkg/childsync"
 	"github.com/trainyard/trainyard/pkg/observe"
 )
 
@@ -181,5 +180,11 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// keyOf is a trial's key among the job's children.
-func keyOf(name string) childsync.Key { return childsync.Key{GroupKind: trainJobKind, Name: name} }
+// trialRef is a trial's TrainJob as the related object of an event about
+// it (events of one reason about different trials stay apart).
+func trialRef(namespace, name string) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+	}
+}

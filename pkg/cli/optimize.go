@@ -30,7 +30,7 @@ func ParseParam(s string) (trainer.Parameter, error) {
 	name, space, ok := strings.Cut(s, "=")
 	kind, args, ok2 := strings.Cut(space, ":")
 	if !ok || !ok2 || name == "" {
-		return trainer.Parameter{}, fmt.Errorf("--param %q: want NAME=uniform:MIN:MAX, int:MIN:MAX, loguniform:MIN:MAX, logint:MIN:MAX or categorical:A,B,...", s)
+		return trainer.Parameter{}, fmt.Errorf("--param %q: want NAME=uniform:MIN:MAX, int:MIN:MAX, loguniform:MIN:MAX, logint:MIN:MAX or categorical:A,B,C", s)
 	}
 	p := trainer.Parameter{Name: name, SearchSpace: &trainer.SearchSpace{}}
 	if kind == "categorical" {

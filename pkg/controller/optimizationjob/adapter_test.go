@@ -11,7 +11,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
 	"github.com/trainyard/trainyard/pkg/childsync"
@@ -250,7 +249,7 @@ func TestSyncEvents(t *testing.T) {
 	key := childsync.Key{GroupKind: trainJobKind, Name: tj.Name}
 	evs := Adapter{}.SyncEvents(j, jobframework.Sync{Result: childsync.Result{
 		Actions: map[childsync.Key]childsync.Action{key: childsync.Created}, Children: childsync.Children{key: tj}}})
-	if len(evs) != 1 || evs[0].Message != "Created trial tune-trial-0: lr=0.01" || evs[0].Related.(client.Object).GetName() != "tune-trial-0" {
+	if len(evs) != 1 || evs[0].Message != "Created trial tune-trial-0: lr=0.01" || evs[0].Related.GetName() != "tune-trial-0" {
 		t.Errorf("events %+v", evs)
 	}
 }

@@ -155,10 +155,14 @@ func finished(tj *trainer.TrainJob) bool {
 // update_trainjob_status).
 func report(t *testing.T, ns, name, metric, value string) {
 	t.Helper()
+	require.NoError(t, reportErr(ns, name, metric, value))
+}
+
+func reportErr(ns, name, metric, value string) error {
 	patch := fmt.Sprintf(`{"status":{"trainerStatus":{"lastUpdatedTime":%q,"metrics":[{"name":%q,"value":%q}]}}}`,
 		time.Now().UTC().Format(time.RFC3339), metric, value)
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	require.NoError(t, env.Client.Status().Patch(ctx(), tj, client.RawPatch("application/merge-patch+json", []byte(patch)), client.FieldOwner("trainer-status")))
+	return env.Client.Status().Patch(ctx(), tj, client.RawPatch("application/merge-patch+json", []byte(patch)), client.FieldOwner("trainer-status"))
 }
 
 // finish ends a trial's JobSet as the JobSet controller would (completed or

@@ -47,7 +47,7 @@ help: ## List targets.
 ##@ Run
 
 .PHONY: run
-run: $(if $(findstring -containers,$(RUN_ARGS)),deployed-tools) ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-containers: in real containers on 2 container nodes (the images of make images), RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-kueue queues the guide's TrainJob in Kueue (admitted as one gang), RUN_ARGS=-keep keeps the cluster.
+run: $(if $(findstring -containers,$(RUN_ARGS)),deployed-tools) ## Train Fashion-MNIST for real as Kubeflow's PyTorch guide does, through the trainyard CLI: dataset initializer, then 2 torchrun nodes on a process node; RUN_ARGS=-containers: in real containers on 2 container nodes (the images of make images), RUN_ARGS=-quick trains the synthetic MNIST example, RUN_ARGS=-kueue queues the guide's TrainJob in Kueue (admitted as one gang), RUN_ARGS=-tune searches its learning rate and batch size with an OptimizationJob of 4 trials, RUN_ARGS=-keep keeps the cluster.
 	@# Builds Trainyard's binaries and what its cluster runs (only that), with the
 	@# Debian packages installing meanwhile; one line per step.
 	@MAKE="$(MAKE)" test/tools/prepare.sh run $(RUN_ARGS)

@@ -62,7 +62,7 @@ const (
 // submitted to a LocalQueue (kueue.go), which admits it as one gang. It exits
 // 0 once the TrainJob is Complete, non-zero with the TrainJob's reason otherwise.
 //
-// Usage: trainyard-local run [-quick | -containers] [-kueue] [-keep] [-timeout 15m] [-state-dir bin/cluster]
+// Usage: trainyard-local run [-quick | -containers | -tune] [-kueue] [-keep] [-timeout 15m] [-state-dir bin/cluster]
 // (or: make run, make run RUN_ARGS=-quick). It needs root; the process node's pods run the
 // host's torchrun and torchvision (Debian's, with dataset-fashion-mnist) and trainyard-initializer:
 // `make run` installs them.
@@ -77,9 +77,10 @@ func runCommand(args []string) int {
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	stateDir := fs.String("state-dir", "", "state directory of the cluster (default: bin/cluster in the repository)")
 	kueue := fs.Bool("kueue", false, "also run Kueue (built on first use) and submit the guide's TrainJob to a LocalQueue with the process node's quota: Kueue admits it as one gang")
+	tune := fs.Bool("tune", false, "search the guide's learning rate and batch size instead: an OptimizationJob of 4 trials, 2 at a time, on the process node (examples/fashion-mnist-tuning)")
 	tools := fs.Bool("tools", false, "print the test/tools/build.sh targets run with these flags needs, one per line, and exit (make run builds those)")
 	_ = fs.Parse(args)
-	rf := runFlags{quick: *quick, containers: *containers, keep: *keep, kueue: *kueue}
+	rf := runFlags{quick: *quick, containers: *containers, keep: *keep, kueue: *kueue, tune: *tune}
 	if *tools {
 		return printTools(rf)
 	}
@@ -88,7 +89,7 @@ func runCommand(args []string) int {
 
 // runFlags are run's choices of what to train where.
 type runFlags struct {
-	quick, containers, keep, kueue bool
+	quick, containers, keep, kueue, tune bool
 }
 
 // runOptions is the cluster run starts (Up fills in the rest).
@@ -102,44 +103,6 @@ func runOptions(repo, stateDir string, f runFlags) localcluster.Options {
 		o.ProcessNodes, o.ContainerNodes = 0, 2
 	}
 	return o
-}
-
-// printTools prints runTools, one per line.
-func printTools(f runFlags) int {
-	wd, _ := os.Getwd()
-	repo, err := localcluster.FindRepoDir(wd)
-	if err != nil {
-		return fail(err)
-	}
-	tools, err := runTools(repo, f)
-	if err != nil {
-		return fail(err)
-	}
-	for _, t := range tools {
-		fmt.Println(t)
-	}
-	return 0
-}
-
-// runTools are the build.sh targets of what run starts: the binaries under
-// bin/k8s of its cluster (the manager and the node agent are make build's),
-// and kubectl with -keep, whose commands it suggests.
-func runTools(repo string, f runFlags) ([]string, error) {
-	bins, err := localcluster.Binaries(runOptions(repo, filepath.Join(repo, "bin", "cluster"), f))
-	if err != nil {
-		return nil, err
-	}
-	var tools []string
-	binDir := filepath.Join(repo, "bin", "k8s")
-	for _, b := range bins {
-		if filepath.Dir(b) == binDir {
-			tools = append(tools, filepath.Base(b))
-		}
-	}
-	if f.keep {
-		tools = append(tools, "kubectl")
-	}
-	return tools, nil
 }
 
 func run(f runFlags, timeout time.Duration, stateDir string) int {
@@ -161,6 +124,9 @@ func run(f runFlags, timeout time.Duration, stateDir string) int {
 	}
 	if quick && f.kueue {
 		return fail(errors.New("-kueue queues the guide's TrainJob, not -quick's"))
+	}
+	if f.tune && (quick || containers || f.kueue) {
+		return fail(errors.New("-tune runs on the process node, without Kueue"))
 	}
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil && !containers {
 		return fail(fmt.Errorf("/usr/bin/python3 cannot import torch (%s); install Debian's python3-torch (make run does)", strings.TrimSpace(string(out))))
@@ -201,6 +167,9 @@ func run(f runFlags, timeout time.Duration, stateDir string) int {
 		}()
 		if quick {
 			return trainMNIST(ctx, c, repo, start)
+		}
+		if f.tune {
+			return tuneFashionMNIST(ctx, c, repo, start)
 		}
 		if containers {
 			if err := setUpContainers(ctx, c, repo); err != nil {

@@ -13,7 +13,11 @@ files in ./data/FashionMNIST/raw (relative to the working directory the runtime
 sets), where torchvision's FashionMNIST("./data") looks first. Rank 0 prints the
 loss every 10 batches, then a summary line that `make run` reads, and reports
 its progress (percentage, ETA, loss) to the TrainJob's status, where `kubectl get
-trainjob`, `trainyard get`, `trainyard wait` and `trainyard logs -f` show it.
+trainjob`, `trainyard get`, `trainyard wait` and `trainyard logs -f` show it; its
+last report's loss is the mean of the last 10 batches' (an OptimizationJob's
+objective). As a trial of examples/fashion-mnist-tuning it takes its learning
+rate and batch size from KUBEFLOW_TRAINER_OPT_LR and KUBEFLOW_TRAINER_OPT_BATCH_SIZE,
+and FASHION_MNIST_EPOCHS, FASHION_MNIST_MAX_STEPS shorten it.
 """
 
 import datetime
@@ -31,9 +35,14 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 from torchvision import datasets, transforms
 
-EPOCHS = 2
-BATCH_SIZE = 100
+EPOCHS = int(os.environ.get("FASHION_MNIST_EPOCHS", "2"))
 LOG_EVERY = 10
+# An OptimizationJob's trial gets its parameters as KUBEFLOW_TRAINER_OPT_<NAME>
+# (examples/fashion-mnist-tuning); without them, the guide's values.
+LR = float(os.environ.get("KUBEFLOW_TRAINER_OPT_LR", "0.1"))
+BATCH_SIZE = int(os.environ.get("KUBEFLOW_TRAINER_OPT_BATCH_SIZE", "100"))
+# Stop each process after this many batches (0: every batch of every epoch).
+MAX_STEPS = int(os.environ.get("FASHION_MNIST_MAX_STEPS", "0"))
 
 
 def cnn() -> nn.Module:
@@ -93,15 +102,22 @@ def main() -> None:
 
     model = cnn().to(device)
     model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
-    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sgd = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
     start = time.time()
     first = last = None
+    recent = []  # the last LOG_EVERY losses: their mean is the final loss reported
     total, done, reported = EPOCHS * len(batches), 0, 0.0
+    if MAX_STEPS > 0:
+        total = min(total, MAX_STEPS)
     for epoch in range(1, EPOCHS + 1):
         shard.set_epoch(epoch)
         model.train()
+        if done >= total:
+            break
         for step, (images, targets) in enumerate(batches):
+            if done >= total:
+                break
             images, targets = images.to(device), targets.to(device)
             sgd.zero_grad()
             loss = F.nll_loss(model(images), targets)
@@ -110,6 +126,7 @@ def main() -> None:
             value = loss.item()
             first = value if first is None else first
             last = value
+            recent = (recent + [value])[-LOG_EVERY:]
             done += 1
             if rank == 0 and time.time() - reported >= 2:  # at most one report every 2 s
                 reported = time.time()
@@ -122,10 +139,11 @@ def main() -> None:
 
     dist.barrier()
     if rank == 0:
-        report_progress(100, 0, last)
+        final = sum(recent) / len(recent)  # less noisy than one batch's: an objective to compare trials by
+        report_progress(100, 0, final)
         print("Training is finished", flush=True)
-        print(f"FASHION_MNIST_RESULT world_size={world} epochs={EPOCHS} first_loss={first:.4f} "
-              f"last_loss={last:.4f} seconds={time.time() - start:.1f}", flush=True)
+        print(f"FASHION_MNIST_RESULT world_size={world} epochs={EPOCHS} lr={LR} batch_size={BATCH_SIZE} steps={done} "
+              f"first_loss={first:.4f} last_loss={last:.4f} final_loss_mean={final:.4f} seconds={time.time() - start:.1f}", flush=True)
     dist.destroy_process_group()
 
 

@@ -60,7 +60,7 @@ anywhere on the line.`,
 	// The API clients keep no discovery cache: --cache-dir would do nothing.
 	_ = root.PersistentFlags().MarkHidden("cache-dir")
 	registerConnectionCompletions(e, root)
-	root.AddCommand(runtimesCommand(e), trainCommand(e), getCommand(e), logsCommand(e), waitCommand(e),
+	root.AddCommand(runtimesCommand(e), trainCommand(e), optimizeCommand(e), getCommand(e), logsCommand(e), waitCommand(e),
 		eventsCommand(e), deleteCommand(e), versionCommand(e), completionCommand(), optionsCommand())
 	root.SetUsageFunc(writeUsage)
 	if e.name != root.Name() {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/optimizationjob"
 	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
 )
@@ -30,6 +31,7 @@ func Kinds() []jobframework.Kind {
 	return []jobframework.Kind{
 		trainjob.NewKind(),
 		pytorchjob.NewKind(),
+		optimizationjob.NewKind(),
 	}
 }
 
@@ -50,13 +52,15 @@ func CacheOptions(cfg *rest.Config, scheme *k8sruntime.Scheme, extra ...client.O
 	for _, k := range kinds {
 		owned = append(owned, k.Owned()...)
 	}
-	return CacheOptionsFor(cfg, scheme, append(owned, extra...))
+	return CacheOptionsFor(cfg, scheme, append(owned, extra...), jobframework.JobObjects(kinds)...)
 }
 
 // CacheOptionsFor are the manager's cache settings for the given child kinds
-// (see jobframework.CacheOptions). Kinds the cluster does not serve (a CRD
-// that is not installed) are left out: the manager could not start with them.
-func CacheOptionsFor(cfg *rest.Config, scheme *k8sruntime.Scheme, owned []client.Object) (cache.Options, error) {
+// (see jobframework.CacheOptions), whose jobs (of the kinds' job objects,
+// jobframework.JobObjects) are cached whole even where they are children.
+// Kinds the cluster does not serve (a CRD that is not installed) are left
+// out: the manager could not start with them.
+func CacheOptionsFor(cfg *rest.Config, scheme *k8sruntime.Scheme, owned []client.Object, jobs ...client.Object) (cache.Options, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("API client: %w", err)
@@ -75,5 +79,5 @@ func CacheOptionsFor(cfg *rest.Config, scheme *k8sruntime.Scheme, owned []client
 			served = append(served, o)
 		}
 	}
-	return jobframework.CacheOptions(served), nil
+	return jobframework.CacheOptions(served, jobs...), nil
 }

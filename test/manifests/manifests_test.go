@@ -474,6 +474,7 @@ func TestKustomizations(t *testing.T) {
 	wantCRDs := []string{
 		"kubeflow.org_pytorchjobs.yaml",
 		"trainer.kubeflow.org_clustertrainingruntimes.yaml",
+		"trainer.kubeflow.org_optimizationjobs.yaml",
 		"trainer.kubeflow.org_trainingruntimes.yaml",
 		"trainer.kubeflow.org_trainjobs.yaml",
 	}

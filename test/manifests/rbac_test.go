@@ -190,8 +190,12 @@ func TestManagerClusterRole(t *testing.T) {
 	cr := decodeInto[rbacv1.ClusterRole](t, base(t).find(t, "ClusterRole", managerName))
 	want := sorted(
 		// delete: finished TrainJobs are deleted once past ttlSecondsAfterFinished.
-		permissions("trainer.kubeflow.org", []string{"trainjobs"}, "get", "list", "watch", "update", "patch", "delete"),
+		// OptimizationJobs create their trials (TrainJobs).
+		permissions("trainer.kubeflow.org", []string{"trainjobs"}, "get", "list", "watch", "create", "update", "patch", "delete"),
 		permissions("trainer.kubeflow.org", []string{"trainjobs/status"}, "get", "update", "patch"),
+		permissions("trainer.kubeflow.org", []string{"optimizationjobs"}, "get", "list", "watch", "update", "patch"),
+		permissions("trainer.kubeflow.org", []string{"optimizationjobs/status"}, "get", "update", "patch"),
+		permissions("trainer.kubeflow.org", []string{"optimizationjobs/finalizers"}, "update"),
 		// Setting blockOwnerDeletion on the JobSet needs this where OwnerReferencesPermissionEnforcement is on.
 		permissions("trainer.kubeflow.org", []string{"trainjobs/finalizers"}, "update"),
 		permissions("trainer.kubeflow.org", []string{"trainingruntimes", "clustertrainingruntimes"}, "get", "list", "watch"),

@@ -42,7 +42,7 @@ func TestUserRoles(t *testing.T) {
 	}{{
 		role: viewRole,
 		want: sorted(
-			permissions("trainer.kubeflow.org", []string{"trainjobs", "trainjobs/status", "trainingruntimes", "clustertrainingruntimes"}, readVerbs...),
+			permissions("trainer.kubeflow.org", []string{"trainjobs", "trainjobs/status", "optimizationjobs", "optimizationjobs/status", "trainingruntimes", "clustertrainingruntimes"}, readVerbs...),
 			permissions("kubeflow.org", []string{"pytorchjobs", "pytorchjobs/status"}, readVerbs...),
 		),
 		wantLabels: map[string]string{aggregateToView: "true", kubeflowView: "true"},
@@ -51,8 +51,8 @@ func TestUserRoles(t *testing.T) {
 		// every namespace, and status, which the manager writes: read only.
 		role: editRole,
 		want: sorted(
-			permissions("trainer.kubeflow.org", []string{"trainjobs", "trainingruntimes"}, writeVerbs...),
-			permissions("trainer.kubeflow.org", []string{"trainjobs/status", "clustertrainingruntimes"}, readVerbs...),
+			permissions("trainer.kubeflow.org", []string{"trainjobs", "optimizationjobs", "trainingruntimes"}, writeVerbs...),
+			permissions("trainer.kubeflow.org", []string{"trainjobs/status", "optimizationjobs/status", "clustertrainingruntimes"}, readVerbs...),
 			permissions("kubeflow.org", []string{"pytorchjobs"}, writeVerbs...),
 			permissions("kubeflow.org", []string{"pytorchjobs/status"}, readVerbs...),
 		),

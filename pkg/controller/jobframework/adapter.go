@@ -80,6 +80,11 @@ func (s Sync) After(obs *observe.Observed) *observe.Observed {
 // Event is an event about the job, sent after its status was written.
 type Event struct {
 	Type, Reason, Action, Message string
+	// Related, when set, is the object the event is also about (a child):
+	// events of one reason about different children stay separate events
+	// (the recorder folds events of the same job, reason and related
+	// object into one series).
+	Related client.Object
 }
 
 // Patch is a merge patch of an object the job owns (its pods' labels).

@@ -1,6 +1,8 @@
 package jobframework
 
 import (
+	"reflect"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,10 +22,11 @@ import (
 // that belong to a JobSet are cached, and of those only what status needs;
 // managed fields are dropped from everything. JobSets are all cached (those
 // written by earlier versions carry no managed-by label), without their pod
-// templates (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs) are cached
-// whole, managed fields aside. What is kept shares its strings with the
-// other cached objects (internStrings).
-func CacheOptions(owned []client.Object) cache.Options {
+// templates (StripJobSet). The jobs themselves (TrainJobs, PyTorchJobs: jobs)
+// are cached whole, managed fields aside, also when they are a child kind of
+// another kind (an OptimizationJob's TrainJobs). What is kept shares its
+// strings with the other cached objects (internStrings).
+func CacheOptions(owned []client.Object, jobs ...client.Object) cache.Options {
 	hasJobSet, _ := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
 	managed := labels.SelectorFromSet(labels.Set{childsync.ManagedByLabel: childsync.ManagedBy})
 	opts := cache.Options{
@@ -37,7 +40,7 @@ func CacheOptions(owned []client.Object) cache.Options {
 		},
 	}
 	for _, o := range owned {
-		if _, isJobSet := o.(*jobsetv1alpha2.JobSet); isJobSet {
+		if _, isJobSet := o.(*jobsetv1alpha2.JobSet); isJobSet || isJob(o, jobs) {
 			continue
 		}
 		transform := sharingStrings(cache.TransformStripManagedFields())
@@ -48,6 +51,16 @@ func CacheOptions(owned []client.Object) cache.Options {
 		opts.ByObject[o] = cache.ByObject{Label: managed, Transform: transform}
 	}
 	return opts
+}
+
+// isJob reports whether o is of the type of one of jobs.
+func isJob(o client.Object, jobs []client.Object) bool {
+	for _, j := range jobs {
+		if reflect.TypeOf(j) == reflect.TypeOf(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // sharingStrings is transform followed by internStrings.

@@ -43,6 +43,28 @@ type Kind interface {
 	SetupWebhooks(m *Manager) error
 }
 
+// Typed is a kind that names its job object. The manager caches the jobs
+// of every kind whole; when one kind's jobs are another kind's children (an
+// OptimizationJob's trials are TrainJobs), CacheOptions must not narrow that
+// child kind to the objects Trainyard labelled as its own, or the kind's
+// own controller would never see its users' jobs.
+type Typed interface {
+	// JobObject returns an empty job object of the kind.
+	JobObject() client.Object
+}
+
+// JobObjects lists the job objects of the Typed kinds, enabled or not (the
+// cache settings are made before the manager).
+func JobObjects(kinds []Kind) []client.Object {
+	var out []client.Object
+	for _, k := range kinds {
+		if t, ok := k.(Typed); ok {
+			out = append(out, t.JobObject())
+		}
+	}
+	return out
+}
+
 // Manager is a controller-runtime manager with what the job kinds share on
 // it: the Prometheus registry their metrics go to, what every kind may need
 // to know of the cluster and of the manager's own servers (set by the

@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -172,7 +173,11 @@ func (r *Reconciler) recordSync(job client.Object, sync Sync, now time.Time) {
 
 func (r *Reconciler) sendEvents(job client.Object, events []Event) {
 	for _, e := range events {
-		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
+		var related k8sruntime.Object
+		if e.Related != nil {
+			related = e.Related
+		}
+		r.recorder.Eventf(job, related, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}
 }
 

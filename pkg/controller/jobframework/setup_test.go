@@ -321,6 +321,23 @@ func TestCacheOptions(t *testing.T) {
 	}
 }
 
+// TestCacheOptionsKeepJobsWhole: a child kind that is also a kind's job
+// (an OptimizationJob's TrainJobs) is cached whole, not only the children
+// Trainyard labelled: the TrainJob controller must see every TrainJob.
+func TestCacheOptionsKeepJobsWhole(t *testing.T) {
+	owned := []client.Object{&corev1.ConfigMap{}, &trainer.TrainJob{}}
+	if _, filtered := CacheOptions(owned).ByObject[owned[1]]; !filtered {
+		t.Fatal("without jobs, a TrainJob child kind is narrowed to labelled objects: the test cannot tell")
+	}
+	opts := CacheOptions(owned, &trainer.TrainJob{})
+	if b, ok := opts.ByObject[owned[1]]; ok {
+		t.Errorf("TrainJobs, children and jobs, cached with label selector %v: want them whole", b.Label)
+	}
+	if b := opts.ByObject[owned[0]]; b.Label == nil {
+		t.Error("ConfigMaps lost their label selector")
+	}
+}
+
 func TestStripPod(t *testing.T) {
 	now := metav1.Now()
 	full := &corev1.Pod{

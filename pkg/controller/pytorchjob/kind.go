@@ -148,3 +148,6 @@ func recordTransitions(m *Metrics, old, cur *kubeflowv1.JobStatus) {
 		}
 	}
 }
+
+// JobObject implements jobframework.Typed.
+func (*Kind) JobObject() client.Object { return &kubeflowv1.PyTorchJob{} }

@@ -199,3 +199,7 @@ func runtimeToTrainJobs(c client.Reader, kind string) handler.MapFunc {
 		return reqs
 	}
 }
+
+// JobObject implements jobframework.Typed: TrainJobs are cached whole, also
+// where they are children (an OptimizationJob's trials).
+func (*Kind) JobObject() client.Object { return &trainer.TrainJob{} }

@@ -282,7 +282,7 @@ func (e *Env) StartManager(opts ManagerOptions) error {
 	if err := jobframework.AddToScheme(e.Scheme, kinds); err != nil {
 		return err
 	}
-	cacheOpts, err := controller.CacheOptionsFor(e.Config, e.Scheme, append(jobframework.Owned(kinds), extraOwned(opts.ExtraPlugins)...))
+	cacheOpts, err := controller.CacheOptionsFor(e.Config, e.Scheme, append(jobframework.Owned(kinds), extraOwned(opts.ExtraPlugins)...), jobframework.JobObjects(kinds)...)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,9 @@ func TestValidate(t *testing.T) {
 			want: []string{"spec.mpiReplicaSpecs[Launcher]: Required value: a MPIJob must have a Launcher"},
 		},
 		"two launchers": {
-			job:  pi(func(j *kubeflowv1.MPIJob) { j.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].Replicas = ptr.To[int32](2) }),
+			job: pi(func(j *kubeflowv1.MPIJob) {
+				j.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].Replicas = ptr.To[int32](2)
+			}),
 			want: []string{"spec.mpiReplicaSpecs[Launcher].replicas: Forbidden: must be 1"},
 		},
 		"unknown replica type": {

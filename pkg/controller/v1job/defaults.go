@@ -101,7 +101,7 @@ func ContainerIndex(pod *corev1.PodSpec, name string) int {
 	return 0
 }
 
-// Port is the containerPort of the kind's port on a role's container of a
+// PortOf is the containerPort of the kind's port on a role's container of a
 // defaulted job.
 func (d *Def) PortOf(job Job, rtype kubeflowv1.ReplicaType) (int32, bool) {
 	rs := job.ReplicaSpecs()[rtype]

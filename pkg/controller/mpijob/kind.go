@@ -42,7 +42,8 @@ var Def = &v1job.Def{
 	SuccessRole:   kubeflowv1.MPIJobReplicaTypeLauncher,
 	MasterRole:    kubeflowv1.MPIJobReplicaTypeLauncher,
 	// v1 made no Services; the workers' host names must resolve for SSH.
-	Services: true,
+	Services:       true,
+	FailOnEviction: true,
 	DefaultReplicas: func(t kubeflowv1.ReplicaType) int32 {
 		if t == kubeflowv1.MPIJobReplicaTypeWorker {
 			return 0

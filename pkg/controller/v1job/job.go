@@ -59,6 +59,9 @@ type Def struct {
 	MasterRole kubeflowv1.ReplicaType
 	// Services: v1 made a headless Service per replica.
 	Services bool
+	// FailOnEviction: an evicted pod of the success role fails the job
+	// (<Kind>Evicted), as v1's MPIJob did.
+	FailOnEviction bool
 
 	// New returns an empty job; NewList an empty list and Items its jobs.
 	New     func() Job

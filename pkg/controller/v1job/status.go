@@ -144,10 +144,11 @@ func (p *pass) updateStatus(dj Job, js *jobsetv1alpha2.JobSet, pods []corev1.Pod
 	succeedActive(status)
 }
 
-// evicted reports whether the success role's pod was evicted: v1's MPIJob
-// failed with MPIJobEvicted then, whatever its restart policy.
+// evicted reports whether the success role's pod was evicted, for a kind
+// that fails then (FailOnEviction: v1's MPIJob failed with MPIJobEvicted,
+// whatever its restart policy).
 func (d *Def) evicted(pods []corev1.Pod) bool {
-	if d.Kind != kubeflowv1.MPIJobKind {
+	if !d.FailOnEviction {
 		return false
 	}
 	for i := range pods {

@@ -212,3 +212,20 @@ func TestSetCondition(t *testing.T) {
 		t.Error("a Failed job changed")
 	}
 }
+
+// A kind that fails on eviction (MPIJob) fails when its success role's pod
+// is evicted, whatever its restart policy; others do not.
+func TestEvicted(t *testing.T) {
+	evicted := pod("master", 0, corev1.PodFailed)
+	evicted.Status.Reason = "Evicted"
+	for _, fail := range []bool{false, true} {
+		d := *testDef
+		d.FailOnEviction = fail
+		obs, sync := observed(jobSet(), evicted)
+		got := summarize(Adapter{Def: &d}.Status(job(), obs, sync, now))
+		last := got.Conditions[len(got.Conditions)-1]
+		if want := "Failed=True XGBoostJobEvicted: XGBoostJob x: the Master pod was evicted"; (last == want) != fail {
+			t.Errorf("FailOnEviction %t: last condition %q", fail, last)
+		}
+	}
+}

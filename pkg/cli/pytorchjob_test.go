@@ -273,7 +273,7 @@ func TestPyTorchJobCommandErrors(t *testing.T) {
 		inStderr string
 	}{
 		{[]string{"get", "job/mnist"}, ExitUsage, `unknown kind "job"`},
-		{[]string{"get", "--kind", "mpijob"}, ExitUsage, `--kind "mpijob": want trainjob, pytorchjob or optimizationjob`},
+		{[]string{"get", "--kind", "notakind"}, ExitUsage, `--kind "notakind": want trainjob, pytorchjob, mpijob, xgboostjob or optimizationjob`},
 		{[]string{"get", "--kind", "pytorchjob", "--runtime", "x"}, ExitUsage, "PyTorchJobs have no runtime"},
 		{[]string{"get", "pytorchjob/nope"}, ExitFailed, `reading PyTorchJob ns/nope`},
 		{[]string{"logs", "pytorchjob/mnist", "--node", "1"}, ExitUsage, "--node is a TrainJob's node"},

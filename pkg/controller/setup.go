@@ -18,9 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/mpijob"
 	"github.com/trainyard/trainyard/pkg/controller/optimizationjob"
 	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
 	"github.com/trainyard/trainyard/pkg/controller/trainjob"
+	"github.com/trainyard/trainyard/pkg/controller/xgboostjob"
 )
 
 // Kinds returns the manager's job kinds, in the order they are set up: a new
@@ -31,6 +33,8 @@ func Kinds() []jobframework.Kind {
 	return []jobframework.Kind{
 		trainjob.NewKind(),
 		pytorchjob.NewKind(),
+		mpijob.NewKind(),
+		xgboostjob.NewKind(),
 		optimizationjob.NewKind(),
 	}
 }

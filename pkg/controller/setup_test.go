@@ -20,7 +20,7 @@ func TestKinds(t *testing.T) {
 	for _, k := range Kinds() {
 		names = append(names, k.Name())
 	}
-	if diff := cmp.Diff([]string{"trainjob", "pytorchjob", "optimizationjob"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"trainjob", "pytorchjob", "mpijob", "xgboostjob", "optimizationjob"}, names); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
 	if ClientOptions().Cache == nil || !ClientOptions().Cache.Unstructured {

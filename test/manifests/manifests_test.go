@@ -472,7 +472,9 @@ func TestKustomizations(t *testing.T) {
 		}
 	}
 	wantCRDs := []string{
+		"kubeflow.org_mpijobs.yaml",
 		"kubeflow.org_pytorchjobs.yaml",
+		"kubeflow.org_xgboostjobs.yaml",
 		"trainer.kubeflow.org_clustertrainingruntimes.yaml",
 		"trainer.kubeflow.org_optimizationjobs.yaml",
 		"trainer.kubeflow.org_trainingruntimes.yaml",

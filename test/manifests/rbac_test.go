@@ -225,9 +225,9 @@ func TestManagerClusterRole(t *testing.T) {
 		// Their Secrets (Flux's CURVE key pair, MPI's SSH key) are only ever
 		// created, once: no patch.
 		permissions("", []string{"secrets"}, "get", "list", "watch", "create"),
-		permissions("kubeflow.org", []string{"pytorchjobs"}, "get", "list", "watch", "update", "patch", "delete"),
-		permissions("kubeflow.org", []string{"pytorchjobs/status"}, "get", "update", "patch"),
-		permissions("kubeflow.org", []string{"pytorchjobs/finalizers"}, "update"),
+		permissions("kubeflow.org", []string{"pytorchjobs", "mpijobs", "xgboostjobs"}, "get", "list", "watch", "update", "patch", "delete"),
+		permissions("kubeflow.org", []string{"pytorchjobs/status", "mpijobs/status", "xgboostjobs/status"}, "get", "update", "patch"),
+		permissions("kubeflow.org", []string{"pytorchjobs/finalizers", "mpijobs/finalizers", "xgboostjobs/finalizers"}, "update"),
 		// Kueue Workloads, read to explain why a queued TrainJob waits.
 		permissions("kueue.x-k8s.io", []string{"workloads"}, "get", "list", "watch"),
 		// Gang PodGroups (coscheduling, Volcano): created, applied while the

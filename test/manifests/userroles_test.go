@@ -43,7 +43,7 @@ func TestUserRoles(t *testing.T) {
 		role: viewRole,
 		want: sorted(
 			permissions("trainer.kubeflow.org", []string{"trainjobs", "trainjobs/status", "optimizationjobs", "optimizationjobs/status", "trainingruntimes", "clustertrainingruntimes"}, readVerbs...),
-			permissions("kubeflow.org", []string{"pytorchjobs", "pytorchjobs/status"}, readVerbs...),
+			permissions("kubeflow.org", []string{"pytorchjobs", "pytorchjobs/status", "mpijobs", "mpijobs/status", "xgboostjobs", "xgboostjobs/status"}, readVerbs...),
 		),
 		wantLabels: map[string]string{aggregateToView: "true", kubeflowView: "true"},
 	}, {
@@ -53,8 +53,8 @@ func TestUserRoles(t *testing.T) {
 		want: sorted(
 			permissions("trainer.kubeflow.org", []string{"trainjobs", "optimizationjobs", "trainingruntimes"}, writeVerbs...),
 			permissions("trainer.kubeflow.org", []string{"trainjobs/status", "optimizationjobs/status", "clustertrainingruntimes"}, readVerbs...),
-			permissions("kubeflow.org", []string{"pytorchjobs"}, writeVerbs...),
-			permissions("kubeflow.org", []string{"pytorchjobs/status"}, readVerbs...),
+			permissions("kubeflow.org", []string{"pytorchjobs", "mpijobs", "xgboostjobs"}, writeVerbs...),
+			permissions("kubeflow.org", []string{"pytorchjobs/status", "mpijobs/status", "xgboostjobs/status"}, readVerbs...),
 		),
 		wantLabels: map[string]string{aggregateToEdit: "true", aggregateToAdmin: "true", kubeflowEdit: "true", kubeflowAdmin: "true"},
 	}, {

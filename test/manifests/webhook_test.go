@@ -24,6 +24,9 @@ import (
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
+// kubeflowV1Resources are the kubeflow.org/v1 kinds Trainyard serves.
+var kubeflowV1Resources = []string{"pytorchjobs", "mpijobs", "xgboostjobs"}
+
 // injectCAFrom is the annotation by which cert-manager's CA injector fills in
 // the caBundle of a webhook configuration from a Certificate's Secret.
 const injectCAFrom = "cert-manager.io/inject-ca-from"
@@ -133,11 +136,11 @@ func checkWebhookPolicies(t *testing.T, hooks []webhook) {
 			switch {
 			case slices.Equal(r.APIGroups, []string{"trainer.kubeflow.org"}):
 			case slices.Equal(r.APIGroups, []string{"kubeflow.org"}):
-				if !slices.Equal(r.Resources, []string{"pytorchjobs"}) || !slices.Equal(r.APIVersions, []string{"v1"}) {
-					t.Errorf("%s: rule %d intercepts kubeflow.org %q %q; of that group Trainyard serves only v1 pytorchjobs", w, i, r.APIVersions, r.Resources)
+				if len(r.Resources) != 1 || !slices.Contains(kubeflowV1Resources, r.Resources[0]) || !slices.Equal(r.APIVersions, []string{"v1"}) {
+					t.Errorf("%s: rule %d intercepts kubeflow.org %q %q; of that group Trainyard serves only v1 %v, one a rule", w, i, r.APIVersions, r.Resources, kubeflowV1Resources)
 				}
 			default:
-				t.Errorf("%s: rule %d intercepts API groups %q; only trainer.kubeflow.org and kubeflow.org (pytorchjobs) are Trainyard's", w, i, r.APIGroups)
+				t.Errorf("%s: rule %d intercepts API groups %q; only trainer.kubeflow.org and kubeflow.org (the v1 kinds) are Trainyard's", w, i, r.APIGroups)
 			}
 			for _, v := range slices.Concat(r.APIVersions, r.Resources) {
 				if strings.Contains(v, "*") {

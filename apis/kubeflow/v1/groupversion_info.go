@@ -4,7 +4,7 @@
 // PyTorchJob manifests, kubectl scripts, HPAs and Kueue's built-in
 // kubeflow.org/pytorchjob integration work against Trainyard unchanged.
 //
-// Only PyTorchJob is served; the other v1 kinds (TFJob, MPIJob, ...) are not.
+// Served: PyTorchJob, MPIJob and XGBoostJob.
 // Defaults are applied in memory by the controller (pkg/controller/pytorchjob),
 // as training-operator v1.9 did, so a job stored without them runs as in v1.
 // Unlike v1.9, which had only a validating webhook, Trainyard's defaulting

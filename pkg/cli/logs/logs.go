@@ -61,6 +61,10 @@ type Streamer struct {
 	// which it returns ok, ordered by order, each line prefixed "[<name>]: ".
 	// Node, Step and Select do not apply.
 	Name func(pod *corev1.Pod) (name string, order int, ok bool)
+	// ContainerOf, when set with Name, is the container read of each pod
+	// instead of Container (an MPIJob's launcher and workers name theirs as
+	// they like).
+	ContainerOf func(pod *corev1.Pod) string
 
 	mu sync.Mutex
 }
@@ -81,8 +85,11 @@ func Rank(pod *corev1.Pod) (int, bool) {
 // Prefix is what each line of a node's log starts with.
 func Prefix(rank int) string { return fmt.Sprintf("[node-%d]: ", rank) }
 
-// container is the container the Streamer reads.
-func (s *Streamer) container() string {
+// container is the container the Streamer reads of pod.
+func (s *Streamer) container(pod *corev1.Pod) string {
+	if s.Name != nil && s.ContainerOf != nil {
+		return s.ContainerOf(pod)
+	}
 	if s.Step != "" || s.Name != nil {
 		return s.Container
 	}
@@ -139,7 +146,7 @@ func (s *Streamer) pods(ctx context.Context) ([]corev1.Pod, error) {
 	}
 	var rs []read
 	for _, p := range list.Items {
-		if _, order, ok := s.ident(&p); ok && hasContainer(&p, s.container()) {
+		if _, order, ok := s.ident(&p); ok && hasContainer(&p, s.container(&p)) {
 			rs = append(rs, read{p, order})
 		}
 	}
@@ -188,10 +195,10 @@ func (s *Streamer) Print(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, p := range pods {
-		if !started(containerStatus(&p, s.container())) {
+		if !started(containerStatus(&p, s.container(&p))) {
 			continue
 		}
-		if err := s.stream(ctx, p.Name, s.prefix(&p), false); err != nil {
+		if err := s.stream(ctx, p.Name, s.container(&p), s.prefix(&p), false); err != nil {
 			return n, err
 		}
 		n++
@@ -200,8 +207,8 @@ func (s *Streamer) Print(ctx context.Context) (int, error) {
 }
 
 // stream copies one container log, line by line, to Out.
-func (s *Streamer) stream(ctx context.Context, pod, prefix string, follow bool) error {
-	rc, err := s.Client.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: s.container(), Follow: follow}).Stream(ctx)
+func (s *Streamer) stream(ctx context.Context, pod, container, prefix string, follow bool) error {
+	rc, err := s.Client.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the log of pod %s: %w", pod, err)
 	}
@@ -272,14 +279,14 @@ func (s *Streamer) followPod(ctx context.Context, pod corev1.Pod) {
 		if err != nil {
 			return
 		}
-		st := containerStatus(cur, s.container())
+		st := containerStatus(cur, s.container(cur))
 		run := started(st)
 		if run && st.RestartCount > streamed {
 			streamed = st.RestartCount
 			if streamed > 0 {
 				s.line(prefix + fmt.Sprintf("--- container restarted (restart %d)", streamed))
 			}
-			if err := s.stream(ctx, pod.Name, prefix, true); err != nil && ctx.Err() == nil {
+			if err := s.stream(ctx, pod.Name, s.container(cur), prefix, true); err != nil && ctx.Err() == nil {
 				s.line(prefix + "(logs: " + err.Error() + ")")
 			}
 			continue

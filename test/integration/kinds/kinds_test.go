@@ -24,7 +24,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/trainyard/trainyard/pkg/controller/jobframework"
+	"github.com/trainyard/trainyard/pkg/controller/mpijob"
 	"github.com/trainyard/trainyard/pkg/controller/pytorchjob"
+	"github.com/trainyard/trainyard/pkg/controller/xgboostjob"
 	"github.com/trainyard/trainyard/test/integration/framework"
 	"github.com/trainyard/trainyard/test/integration/kinds/testkind"
 )
@@ -93,51 +95,66 @@ func waitPhase(t *testing.T, ns, name, phase string) *testkind.TestJob {
 	return &j
 }
 
-// --enable-pytorchjob=false registers nothing of PyTorchJob: no webhook on
-// the manager's server, no metric in its registry, and no watch of
-// PyTorchJobs on the API server (its controller would open one), while the
-// same manager with the kind enabled has all three.
+// --enable-<kind>=false registers nothing of the kubeflow.org/v1 kinds
+// (PyTorchJob, MPIJob, XGBoostJob): no webhook on the manager's server, no
+// metric in its registry, and no watch of their jobs on the API server (a
+// controller would open one), while the same manager with the kinds enabled
+// has all three.
 func TestDisabledKindRegistersNothing(t *testing.T) {
+	v1kinds := []struct {
+		name, resource string
+		register       func() error
+	}{
+		{"pytorchjob", "pytorchjobs", func() error { return pytorchjob.NewMetrics().Register(env.Metrics) }},
+		{"mpijob", "mpijobs", func() error { return mpijob.Def.NewMetrics().Register(env.Metrics) }},
+		{"xgboostjob", "xgboostjobs", func() error { return xgboostjob.Def.NewMetrics().Register(env.Metrics) }},
+	}
 	cases := []struct {
 		name    string
 		enabled bool
-	}{{"enabled", true}, {"--enable-pytorchjob=false", false}}
+	}{{"enabled", true}, {"--enable-<kind>=false", false}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			base := baseline(t)
 			start(t, func(kinds []jobframework.Kind) {
 				for _, k := range kinds {
-					if pj, ok := k.(*pytorchjob.Kind); ok {
-						fs := newFlagSet(pj)
-						require.NoError(t, fs.Parse([]string{"--enable-pytorchjob=" + strconv.FormatBool(tc.enabled)}))
+					for _, v := range v1kinds {
+						if k.Name() == v.name {
+							require.NoError(t, newFlagSet(k).Parse([]string{"--enable-" + v.name + "=" + strconv.FormatBool(tc.enabled)}))
+						}
 					}
 				}
 			})
-			for _, path := range []string{"/mutate-kubeflow-org-v1-pytorchjob", "/validate-kubeflow-org-v1-pytorchjob"} {
-				require.Equal(t, tc.enabled, served(path), "webhook %s served", path)
+			for _, v := range v1kinds {
+				for _, path := range []string{"/mutate-kubeflow-org-v1-" + v.name, "/validate-kubeflow-org-v1-" + v.name} {
+					require.Equal(t, tc.enabled, served(path), "webhook %s served", path)
+				}
+				// The kind's metrics are in the manager's registry iff it
+				// registered them: registering them again fails then.
+				err := v.register()
+				require.Equal(t, tc.enabled, err != nil, "%s metrics registered: %v", v.name, err)
 			}
 			require.True(t, served("/validate-trainer-kubeflow-org-v1alpha1-trainjob"), "the TrainJob webhook is served")
 
-			// The kind's metrics are in the manager's registry iff it
-			// registered them: registering them again fails then.
-			err := pytorchjob.NewMetrics().Register(env.Metrics)
-			require.Equal(t, tc.enabled, err != nil, "PyTorchJob metrics registered: %v", err)
-
 			// Once TrainJobs are watched, the manager has started its
-			// controllers; PyTorchJobs are watched only by an enabled kind.
+			// controllers; the v1 kinds' jobs are watched only by enabled kinds.
 			framework.Eventually(t, func() error {
 				if n := watches(t, "trainjobs"); n <= base["trainjobs"] {
 					return fmt.Errorf("no watch of trainjobs yet")
 				}
-				if n := watches(t, "pytorchjobs"); tc.enabled && n <= base["pytorchjobs"] {
-					return fmt.Errorf("no watch of pytorchjobs yet")
+				for _, v := range v1kinds {
+					if n := watches(t, v.resource); tc.enabled && n <= base[v.resource] {
+						return fmt.Errorf("no watch of %s yet", v.resource)
+					}
 				}
 				return nil
 			})
 			if !tc.enabled {
 				framework.Consistently(t, 2*time.Second, func() error {
-					if n := watches(t, "pytorchjobs"); n != base["pytorchjobs"] {
-						return fmt.Errorf("%d watches of pytorchjobs with the kind disabled, %d without a manager", n, base["pytorchjobs"])
+					for _, v := range v1kinds {
+						if n := watches(t, v.resource); n != base[v.resource] {
+							return fmt.Errorf("%d watches of %s with the kind disabled, %d without a manager", n, v.resource, base[v.resource])
+						}
 					}
 					return nil
 				})
@@ -154,22 +171,28 @@ func served(path string) bool {
 	return pattern == path
 }
 
-// baseline is how many watches of TrainJobs and PyTorchJobs the API server
+// baseline is how many watches of TrainJobs and the v1 kinds the API server
 // serves without a manager: the garbage collector's (it watches every
 // resource), once those of an earlier manager are gone (the count holds
 // still for a second).
 func baseline(t *testing.T) map[string]int {
 	t.Helper()
 	count := func() map[string]int {
-		return map[string]int{"trainjobs": watches(t, "trainjobs"), "pytorchjobs": watches(t, "pytorchjobs")}
+		out := map[string]int{}
+		for _, r := range []string{"trainjobs", "pytorchjobs", "mpijobs", "xgboostjobs"} {
+			out[r] = watches(t, r)
+		}
+		return out
 	}
 	var base map[string]int
 	framework.Eventually(t, func() error {
 		before := count()
 		time.Sleep(time.Second)
 		base = count()
-		if base["trainjobs"] == 0 || base["pytorchjobs"] == 0 {
-			return fmt.Errorf("the garbage collector does not watch both kinds yet: %v", base)
+		for r, n := range base {
+			if n == 0 {
+				return fmt.Errorf("the garbage collector does not watch %s yet: %v", r, base)
+			}
 		}
 		if fmt.Sprint(before) != fmt.Sprint(base) {
 			return fmt.Errorf("watches still changing: %v, then %v", before, base)

@@ -18,11 +18,10 @@ import (
 	"github.com/trainyard/trainyard/pkg/plan"
 	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/pkg/runtime/framework"
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
 )
 
 // SSHPublicKeyKey is the Secret key of the public key (an authorized_keys line).
-const SSHPublicKeyKey = mpi.SSHPublicKeyKey
+const SSHPublicKeyKey = runtime.SSHPublicKeyKey
 
 // ConfigName is the job's ConfigMap, as v1 named it: <job>-config.
 func ConfigName(job string) string { return job + "-config" }
@@ -100,7 +99,7 @@ func (*Transport) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child,
 		Type:       corev1.SecretTypeSSHAuth,
 		Immutable:  ptr.To(true),
 	}
-	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(secret, mpi.FillSSHKeys)}, nil
+	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(secret, runtime.FillSSHKeys)}, nil
 }
 
 // kubexec is the launcher's remote shell (OMPI_MCA_plm_rsh_agent,

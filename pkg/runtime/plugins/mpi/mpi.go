@@ -274,8 +274,8 @@ func sshAuthVolume(req *runtime.Request) corev1.Volume {
 		DefaultMode: ptr.To(secretDefaultMode),
 		Items: []corev1.KeyToPath{
 			{Key: corev1.SSHAuthPrivateKey, Path: PrivateKeyFile, Mode: ptr.To(privateKeyMode)},
-			{Key: SSHPublicKeyKey, Path: PublicKeyFile, Mode: ptr.To(publicKeyMode)},
-			{Key: SSHPublicKeyKey, Path: AuthorizedKeysFile, Mode: ptr.To(publicKeyMode)},
+			{Key: runtime.SSHPublicKeyKey, Path: PublicKeyFile, Mode: ptr.To(publicKeyMode)},
+			{Key: runtime.SSHPublicKeyKey, Path: AuthorizedKeysFile, Mode: ptr.To(publicKeyMode)},
 		},
 	}}}
 }
@@ -313,7 +313,7 @@ func (*MPI) Build(info *runtime.Info, req *runtime.Request) ([]plan.Child, error
 		Type:       corev1.SecretTypeSSHAuth,
 		Immutable:  ptr.To(true),
 	}
-	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(secret, FillSSHKeys)}, nil
+	return []plan.Child{plan.Apply(cm), plan.CreateOnceWith(secret, runtime.FillSSHKeys)}, nil
 }
 
 // Hosts lists the DNS names mpirun starts ranks on: every pod of the node job,

@@ -1,4 +1,4 @@
-package mpi
+package runtime
 
 import (
 	"crypto/ecdsa"

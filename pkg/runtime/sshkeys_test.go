@@ -1,4 +1,4 @@
-package mpi_test
+package runtime_test
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/trainyard/trainyard/pkg/runtime/plugins/mpi"
+	"github.com/trainyard/trainyard/pkg/runtime"
 	"github.com/trainyard/trainyard/test/prereq"
 )
 
@@ -40,7 +40,7 @@ func sshStrings(t *testing.T, b []byte) [][]byte {
 
 func TestFillSSHKeys(t *testing.T) {
 	s := &corev1.Secret{}
-	if err := mpi.FillSSHKeys(s); err != nil {
+	if err := runtime.FillSSHKeys(s); err != nil {
 		t.Fatal(err)
 	}
 	block, rest := pem.Decode(s.Data["ssh-privatekey"])
@@ -75,13 +75,13 @@ func TestFillSSHKeys(t *testing.T) {
 
 	// Two Secrets never share a key.
 	other := &corev1.Secret{}
-	if err := mpi.FillSSHKeys(other); err != nil {
+	if err := runtime.FillSSHKeys(other); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Equal(other.Data["ssh-publickey"], s.Data["ssh-publickey"]) {
 		t.Error("two calls made the same key")
 	}
-	if err := mpi.FillSSHKeys(&corev1.ConfigMap{}); err == nil {
+	if err := runtime.FillSSHKeys(&corev1.ConfigMap{}); err == nil {
 		t.Error("FillSSHKeys on a ConfigMap: no error")
 	}
 }
@@ -92,7 +92,7 @@ func TestSSHKeysReadByOpenSSH(t *testing.T) {
 	keygen, err := exec.LookPath("ssh-keygen")
 	prereq.Require(t, err == nil, "ssh-keygen not installed (Debian's openssh-client; `make debian-packages` installs it)")
 	s := &corev1.Secret{}
-	if err := mpi.FillSSHKeys(s); err != nil {
+	if err := runtime.FillSSHKeys(s); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "id_rsa")

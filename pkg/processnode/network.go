@@ -135,15 +135,18 @@ func (n *network) removeBridgeIfUnused() {
 	}
 }
 
-// vethName is the host end of a pod's veth pair.
-func vethName(uid string) string {
+// VethName is the host end of the veth pair of the pod with this UID: a
+// check for what the agent left on the host looks for these names, which
+// tell one cluster's pods from another's on the same host (every agent's
+// veths start with "tyv").
+func VethName(uid string) string {
 	h := sha256.Sum256([]byte(uid))
 	return "tyv" + hex.EncodeToString(h[:])[:11]
 }
 
 // attach gives the network namespace of process pid an eth0 with address ip on the bridge.
 func (n *network) attach(pid int, uid, ip string) error {
-	host := vethName(uid)
+	host := VethName(uid)
 	if linkExists(host) {
 		_ = ipCmd("link", "del", host)
 	}
@@ -180,7 +183,7 @@ func (n *network) podScript(ip string) string {
 // detach removes the host end of a pod's veth pair (the kernel also removes it
 // when the pod's network namespace goes).
 func (n *network) detach(uid string) {
-	host := vethName(uid)
+	host := VethName(uid)
 	if linkExists(host) {
 		_ = ipCmd("link", "del", host)
 	}

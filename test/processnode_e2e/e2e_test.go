@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainyard/trainyard/apis/trainer/v1alpha1"
@@ -89,10 +93,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	pods, stopPods, err := watchPodUIDs(cs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "processnode e2e:", err)
+		_ = c.Down()
+		os.Exit(1)
+	}
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "processnode e2e: logs of every component are in %s\n", c.Logs())
 	}
+	stopPods() // every pod of the suite was seen; the API server goes now
 	if err := c.Down(); err != nil {
 		fmt.Fprintln(os.Stderr, "processnode e2e: stopping the cluster:", err)
 		code = 1
@@ -102,14 +113,73 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "processnode e2e: bridge %s is still there after Down\n", bridge)
 		code = 1
 	}
-	if veths, _ := filepath.Glob("/sys/class/net/tyv*"); len(veths) > 0 {
-		fmt.Fprintf(os.Stderr, "processnode e2e: veths left after Down: %v\n", veths)
+	// Only this cluster's: another cluster on the host (another suite, a
+	// `trainyard-local up`) has veths named alike, on its own bridge.
+	var veths []string
+	for _, uid := range pods.list() {
+		if v := processnode.VethName(uid); linkExists(v) {
+			veths = append(veths, v)
+		}
+	}
+	if len(veths) > 0 {
+		fmt.Fprintf(os.Stderr, "processnode e2e: veths of this cluster's pods left after Down: %v\n", veths)
 		code = 1
 	}
 	if code == 0 {
 		_ = os.RemoveAll(c.StateDir())
 	}
 	os.Exit(code)
+}
+
+// podUIDs are the UIDs of every pod the cluster has had.
+type podUIDs struct {
+	mu   sync.Mutex
+	uids map[types.UID]bool
+}
+
+func (p *podUIDs) add(obj interface{}) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		p.mu.Lock()
+		p.uids[pod.UID] = true
+		p.mu.Unlock()
+	}
+}
+
+func (p *podUIDs) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var l []string
+	for uid := range p.uids {
+		l = append(l, string(uid))
+	}
+	sort.Strings(l)
+	return l
+}
+
+// watchPodUIDs records the UID of every pod of the cluster, in every
+// namespace, from now until stop is called: the process node names each
+// pod's veth after its UID (processnode.VethName), so the check after Down
+// looks for this cluster's veths only.
+func watchPodUIDs(cs kubernetes.Interface) (*podUIDs, func(), error) {
+	p := &podUIDs{uids: map[types.UID]bool{}}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.add,
+		UpdateFunc: func(_, obj interface{}) { p.add(obj) },
+	}); err != nil {
+		return nil, nil, err
+	}
+	stopCh := make(chan struct{})
+	factory.Start(stopCh)
+	for typ, ok := range factory.WaitForCacheSync(stopCh) {
+		if !ok {
+			close(stopCh)
+			return nil, nil, fmt.Errorf("watching pods: %v not synced", typ)
+		}
+	}
+	var once sync.Once
+	return p, func() { once.Do(func() { close(stopCh); factory.Shutdown() }) }, nil
 }
 
 func linkExists(name string) bool {

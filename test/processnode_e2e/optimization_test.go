@@ -58,6 +58,7 @@ func TestTuningFashionMNIST(t *testing.T) {
 	bin := buildCLI(t)
 	const ns = "tuning"
 	createNamespace(t, ctx, ns)
+	removeNewScriptDirs(t, "train.py") // each trial's packed script, in this machine's /tmp
 
 	file, err := os.ReadFile(filepath.Join(repo, tuningExample))
 	if err != nil {

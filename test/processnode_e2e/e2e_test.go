@@ -1,7 +1,8 @@
 // Package processnode_e2e trains examples/mnist (its TrainJob on torch-distributed,
 // its elastic TrainJob on its own TrainingRuntime and, in pytorchjob_test.go, the
 // PyTorchJobs of examples/pytorchjob) and, in xgboost_test.go, examples/xgboost
-// (on xgboost-distributed) for real through the whole stack:
+// (on xgboost-distributed) and, in optimization_test.go, the OptimizationJob of
+// examples/fashion-mnist-tuning for real through the whole stack:
 // a TrainJob created through the API server, resolved by the Trainyard manager into
 // a JobSet, whose pods the JobSet and Job controllers create and the scheduler binds
 // to a process node (cmd/trainyard-node), which runs torchrun in each pod's own

@@ -295,6 +295,45 @@ func TestInitializerS3(t *testing.T) {
 func TestInitializerFileFashionMNIST(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	createFashionRuntime(t, ctx, "fashion-mnist-under-test")
+
+	ns, name := "default", "fashion-data"
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(c.ProcessHostPathRoot(), ns+"_"+name)) })
+	job := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "fashion-mnist-under-test"},
+			Trainer: &trainer.Trainer{Command: []string{"/usr/bin/python3", "-c",
+				`import os; from torchvision import datasets; d = datasets.FashionMNIST("./data", train=True, download=True); t = datasets.FashionMNIST("./data", train=False); print("cwd", os.getcwd(), "train", len(d), "test", len(t), "raw", sorted(os.listdir("data/FashionMNIST/raw")))`}},
+		},
+	}
+	if err := c.Client().Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), job) })
+	cond := waitFinished(t, ctx, ns, name)
+	iniLog := containerLog(t, ctx, ns, name, "dataset-initializer", "dataset-initializer")
+	nodeLog := containerLog(t, ctx, ns, name, "node", "node")
+	if cond.Type != trainer.TrainJobComplete {
+		t.Fatalf("%s %s: %s\ninitializer:\n%s\nnode:\n%s", cond.Type, cond.Reason, cond.Message, iniLog, nodeLog)
+	}
+	want := "cwd /workspace/dataset train 60000 test 10000 raw ['t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte', 'train-images-idx3-ubyte', 'train-labels-idx1-ubyte']"
+	if !strings.Contains(nodeLog, want) || strings.Contains(nodeLog, "Downloading") {
+		t.Errorf("node log:\n%s\nwant %q and no download", nodeLog, want)
+	}
+	if !strings.Contains(iniLog, "done: 4 files") || !strings.Contains(iniLog, "decompressed train-images-idx3-ubyte (44.9 MiB)") {
+		t.Errorf("initializer log:\n%s", iniLog)
+	}
+}
+
+// createFashionRuntime installs the shipped local runtime
+// (examples/fashion-mnist/runtime.yaml) as the ClusterTrainingRuntime name, its
+// initializer command pointed at the binary under test and its hostPath at the
+// cluster's host path root, as the local cluster installs it (localcluster: the
+// root is in the state directory); skips the test without Debian's Fashion-MNIST
+// and torchvision.
+func createFashionRuntime(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	_, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 	prereq.Require(t, err == nil, "Debian's dataset-fashion-mnist is not installed: run `make debian-packages` (make run installs it too)")
 	prereq.Require(t, exec.Command("/usr/bin/python3", "-c", "import torchvision").Run() == nil,
@@ -322,39 +361,11 @@ func TestInitializerFileFashionMNIST(t *testing.T) {
 	if err := unstructured.SetNestedSlice(rt.Object, jobs, "spec", "template", "spec", "replicatedJobs"); err != nil {
 		t.Fatal(err)
 	}
-	rt.SetName("fashion-mnist-under-test")
+	rt.SetName(name)
 	if err := c.Client().Create(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), rt) })
-
-	ns, name := "default", "fashion-data"
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(c.ProcessHostPathRoot(), ns+"_"+name)) })
-	job := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: rt.GetName()},
-			Trainer: &trainer.Trainer{Command: []string{"/usr/bin/python3", "-c",
-				`import os; from torchvision import datasets; d = datasets.FashionMNIST("./data", train=True, download=True); t = datasets.FashionMNIST("./data", train=False); print("cwd", os.getcwd(), "train", len(d), "test", len(t), "raw", sorted(os.listdir("data/FashionMNIST/raw")))`}},
-		},
-	}
-	if err := c.Client().Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Client().Delete(context.Background(), job) })
-	cond := waitFinished(t, ctx, ns, name)
-	iniLog := containerLog(t, ctx, ns, name, "dataset-initializer", "dataset-initializer")
-	nodeLog := containerLog(t, ctx, ns, name, "node", "node")
-	if cond.Type != trainer.TrainJobComplete {
-		t.Fatalf("%s %s: %s\ninitializer:\n%s\nnode:\n%s", cond.Type, cond.Reason, cond.Message, iniLog, nodeLog)
-	}
-	want := "cwd /workspace/dataset train 60000 test 10000 raw ['t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte', 'train-images-idx3-ubyte', 'train-labels-idx1-ubyte']"
-	if !strings.Contains(nodeLog, want) || strings.Contains(nodeLog, "Downloading") {
-		t.Errorf("node log:\n%s\nwant %q and no download", nodeLog, want)
-	}
-	if !strings.Contains(iniLog, "done: 4 files") || !strings.Contains(iniLog, "decompressed train-images-idx3-ubyte (44.9 MiB)") {
-		t.Errorf("initializer log:\n%s", iniLog)
-	}
 }
 
 func loadYAML(t *testing.T, path string) *unstructured.Unstructured {

@@ -199,10 +199,7 @@ func kubectlPath() string {
 	if _, err := os.Stat(b); err != nil {
 		return "kubectl"
 	}
-	if rel, err := filepath.Rel(wd, b); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	return b
+	return rel(wd, b)
 }
 
 func mustGetwd() string {
